@@ -1,0 +1,37 @@
+# One entry point for a fresh machine: `make demo` and `make test` set up
+# .venv in the checkout (pinned requirements) when needed, then run.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export TF_CPP_MIN_LOG_LEVEL := 2
+
+.PHONY: setup demo test bench reproduce clean
+
+$(STAMP): requirements.txt requirements-tff.txt setup.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-tff.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -c "import tensorflow_federated, tensorflow_privacy, dp_accounting"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m experiments.run_stackoverflow --flagfile=configs/demo.flags
+
+test: $(STAMP)
+	$(PY) -m pytest tests -q -p no:cacheprovider
+
+bench: $(STAMP)
+	$(PY) -m benchmarks.accounting_speed
+	$(PY) -m benchmarks.round_time
+
+reproduce: $(STAMP)
+	$(PY) -m experiments.reproduce_tables
+	$(PY) -m experiments.reproduce_privacy_figures
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,64 @@
+"""Speed of this project's tree accountant against TensorFlow Privacy's.
+
+For several rows of the paper's NWP table, prints the time of TFP's
+`compute_zcdp_single_tree`, this project's time (cold caches), their ratio and
+whether the values agree (relative error <= 1e-9); then the time to compute
+the whole NWP table (11 distinct rows plus the two SecAgg rows) from cold
+caches.
+
+  python -m benchmarks.accounting_speed            # quick rows (~1 min)
+  python -m benchmarks.accounting_speed --rows=all # every row (hours in TFP)
+"""
+
+import time
+
+from absl import app
+from absl import flags
+from tensorflow_privacy.privacy.analysis import tree_aggregation_accountant as tfp_tree
+
+from dpftrl_tff.accounting import tree
+from experiments import reproduce_tables
+
+_ROWS = flags.DEFINE_string(
+    'rows', 'pt-PT,es-AR,en-IN,de-DE',
+    'Comma-separated NWP tasks to time against TFP, or "all".')
+
+NOISE = 7.0
+
+
+def _ours(rounds, max_p, min_sep):
+  tree._block_tree.cache_clear()  # pylint: disable=protected-access
+  start = time.perf_counter()
+  value = tree.compute_zcdp_single_tree(NOISE, rounds, max_p, min_sep)
+  return value, time.perf_counter() - start
+
+
+def main(argv):
+  del argv
+  nwp = [r for r in reproduce_tables.PAPER_ROWS if r[0] == 'NWP']
+  wanted = None if _ROWS.value == 'all' else set(_ROWS.value.split(','))
+  print(f'{"task":7} {"T":>5} {"MinS":>5} {"MaxP":>4} {"TFP s":>9} '
+        f'{"ours s":>9} {"speed-up":>9} {"agree":>5}  zCDP')
+  for _, task, rounds, min_sep, max_p, _, _, _ in nwp:
+    if wanted is not None and task not in wanted:
+      continue
+    start = time.perf_counter()
+    expected = tfp_tree.compute_zcdp_single_tree(NOISE, rounds, max_p,
+                                                 min_sep)
+    tfp_seconds = time.perf_counter() - start
+    tfp_tree._tree_sensitivity_square_sum.cache_clear()  # pylint: disable=protected-access
+    value, ours_seconds = _ours(rounds, max_p, min_sep)
+    agree = abs(value - expected) <= 1e-9 * expected
+    print(f'{task:7} {rounds:5d} {min_sep:5d} {max_p:4d} {tfp_seconds:9.3f} '
+          f'{ours_seconds:9.6f} {tfp_seconds / ours_seconds:9.0f} '
+          f'{"yes" if agree else "NO":>5}  {value:.6f}', flush=True)
+  tree._block_tree.cache_clear()  # pylint: disable=protected-access
+  start = time.perf_counter()
+  for _, _, rounds, min_sep, max_p, _, _, _ in nwp:
+    tree.compute_zcdp_single_tree(NOISE, rounds, max_p, min_sep)
+  total = time.perf_counter() - start
+  print(f'Whole NWP table ({len(nwp)} rows), cold caches: {total:.4f} s')
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,140 @@
+"""Privacy accounting for DP-FTRL, its adaptive-clipping and SecAgg variants.
+
+Public API:
+  compute_zcdp_single_tree, compute_zcdp_with_restarts,
+  max_sensitivity_squared, paper_restart_rounds  (tree.py)
+  epsilon_pld, epsilon_closed_form                (conversions.py)
+  value_noise_multiplier, equivalent_noise_multiplier (adaptive.py, Thm. 1)
+  inflated_clip_norm, linf_bound, modulus, bits_per_parameter (secagg.py)
+  max_min_separation, worst_case_max_participation (population.py)
+  compute_privacy (this file: everything for one configuration)
+"""
+
+import dataclasses
+import math
+from typing import Optional, Sequence
+
+from dpftrl_tff import checks
+from dpftrl_tff.accounting.adaptive import default_clipped_count_stddev
+from dpftrl_tff.accounting.adaptive import equivalent_noise_multiplier
+from dpftrl_tff.accounting.adaptive import value_noise_multiplier
+from dpftrl_tff.accounting.conversions import DEFAULT_DELTA
+from dpftrl_tff.accounting.conversions import epsilon_closed_form
+from dpftrl_tff.accounting.conversions import epsilon_pld
+from dpftrl_tff.accounting.population import max_min_separation
+from dpftrl_tff.accounting.population import worst_case_max_participation
+from dpftrl_tff.accounting.secagg import bits_per_parameter
+from dpftrl_tff.accounting.secagg import DEFAULT_ALPHA
+from dpftrl_tff.accounting.secagg import inflated_clip_norm
+from dpftrl_tff.accounting.secagg import linf_bound
+from dpftrl_tff.accounting.secagg import modulus
+from dpftrl_tff.accounting.secagg import padded_dimension
+from dpftrl_tff.accounting.tree import compute_zcdp_single_tree
+from dpftrl_tff.accounting.tree import compute_zcdp_with_restarts
+from dpftrl_tff.accounting.tree import max_possible_participation
+from dpftrl_tff.accounting.tree import max_sensitivity_squared
+from dpftrl_tff.accounting.tree import paper_restart_rounds
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacyReport:
+  """Everything the accountant knows about one configuration."""
+  rounds: int
+  noise_multiplier: float
+  max_participation: int
+  min_separation: int
+  restart_rounds: tuple
+  sensitivity_squared: int
+  effective_noise_multiplier: float
+  zcdp: float
+  delta: float
+  epsilon: float
+  epsilon_closed_form: float
+  value_noise_multiplier: Optional[float] = None
+  clipped_count_stddev: Optional[float] = None
+  secagg: Optional[dict] = None
+
+  def as_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+def compute_privacy(*, rounds: int, noise_multiplier: float,
+                    max_participation: Optional[int] = None,
+                    min_separation: int = 0,
+                    restart_rounds: Sequence[int] = (),
+                    delta: float = DEFAULT_DELTA,
+                    clipped_count_stddev: Optional[float] = None,
+                    secagg_scale: Optional[float] = None,
+                    model_dim: Optional[int] = None,
+                    clip_norm: Optional[float] = None,
+                    alpha: float = DEFAULT_ALPHA,
+                    with_epsilon: bool = True) -> PrivacyReport:
+  """rho-zCDP and (epsilon, delta) of one DP-FTRL configuration.
+
+  Args:
+    rounds: T.
+    noise_multiplier: z, the noise multiplier the run is accounted with. With
+      adaptive clipping this is the equivalent z of Theorem 1 (the value
+      noise z_Delta is reported beside it).
+    max_participation: MaxP; None means the worst case for T and MinS.
+    min_separation: MinS.
+    restart_rounds: first rounds of new trees; empty for one tree.
+    delta: for (epsilon, delta).
+    clipped_count_stddev: sigma_b, when adaptive clipping is used.
+    secagg_scale, model_dim, clip_norm: all three for SecAgg, which inflates
+      the sensitivity from C to C_inflated (noise std stays z C).
+    alpha: SecAgg rounding parameter.
+    with_epsilon: compute epsilon (PLD takes ~0.1 s); NaN when False.
+  """
+  rounds = checks.check_int(rounds, 'rounds', minimum=1)
+  z = checks.check_positive(noise_multiplier, 'noise_multiplier')
+  min_separation = checks.check_int(min_separation, 'min_separation',
+                                    minimum=0)
+  if max_participation is None:
+    max_participation = max_possible_participation(rounds, min_separation)
+  max_participation = checks.check_int(max_participation,
+                                       'max_participation', minimum=1)
+  value_noise = None
+  if clipped_count_stddev is not None:
+    value_noise = value_noise_multiplier(z, clipped_count_stddev)
+  secagg_info = None
+  effective_z = z
+  given = [v is not None for v in (secagg_scale, model_dim, clip_norm)]
+  if any(given) and not all(given):
+    raise ValueError(
+        'SecAgg accounting needs secagg_scale, model_dim and clip_norm '
+        'together; got '
+        f'secagg_scale={secagg_scale}, model_dim={model_dim}, '
+        f'clip_norm={clip_norm}.')
+  if all(given):
+    d = padded_dimension(model_dim)
+    c_inflated = inflated_clip_norm(clip_norm, d, secagg_scale, alpha)
+    effective_z = z * clip_norm / c_inflated
+    secagg_info = {
+        'scale': float(secagg_scale),
+        'model_dim': int(model_dim),
+        'padded_dim': d,
+        'clip_norm': float(clip_norm),
+        'inflated_clip_norm': c_inflated,
+        'linf_bound': linf_bound(clip_norm, d, secagg_scale),
+        'alpha': alpha,
+    }
+  sens2 = max_sensitivity_squared(rounds, max_participation, min_separation,
+                                  restart_rounds)
+  rho = sens2 / (2.0 * effective_z**2)
+  return PrivacyReport(
+      rounds=rounds,
+      noise_multiplier=z,
+      max_participation=max_participation,
+      min_separation=min_separation,
+      restart_rounds=tuple(int(r) for r in restart_rounds),
+      sensitivity_squared=sens2,
+      effective_noise_multiplier=effective_z,
+      zcdp=rho,
+      delta=delta,
+      epsilon=epsilon_pld(rho, delta) if with_epsilon else math.nan,
+      epsilon_closed_form=epsilon_closed_form(rho, delta),
+      value_noise_multiplier=value_noise,
+      clipped_count_stddev=clipped_count_stddev,
+      secagg=secagg_info,
+  )

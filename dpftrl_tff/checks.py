@@ -1,0 +1,72 @@
+"""Up-front argument validation with precise, user-facing error messages.
+
+Every public builder and accountant in dpftrl_tff validates its arguments here
+before doing any work, so that bad input fails with a `ValueError` that names
+the argument (or flag), the value given and what is allowed, instead of a
+traceback from deep inside TensorFlow or a silently wrong privacy number.
+"""
+
+import math
+import numbers
+from typing import Any
+
+
+def _describe(value: Any) -> str:
+  return repr(value)
+
+
+def check_int(value: Any, name: str, *, minimum: int | None = None,
+              maximum: int | None = None) -> int:
+  """Returns `value` as an int, or raises ValueError naming `name`.
+
+  Booleans and non-integral floats are refused (2.0 is accepted as 2).
+  """
+  if isinstance(value, bool) or not isinstance(
+      value, (numbers.Integral, numbers.Real)):
+    raise ValueError(f'{name} must be an integer, got {_describe(value)}.')
+  if isinstance(value, numbers.Real) and not isinstance(value,
+                                                        numbers.Integral):
+    if not math.isfinite(value) or value != int(value):
+      raise ValueError(f'{name} must be an integer, got {_describe(value)}.')
+  value = int(value)
+  if minimum is not None and value < minimum:
+    raise ValueError(f'{name} must be an integer >= {minimum}, got {value}.')
+  if maximum is not None and value > maximum:
+    raise ValueError(f'{name} must be an integer <= {maximum}, got {value}.')
+  return value
+
+
+def check_float(value: Any, name: str, *, minimum: float | None = None,
+                maximum: float | None = None, strict_minimum: bool = False,
+                strict_maximum: bool = False) -> float:
+  """Returns `value` as a finite float, or raises ValueError naming `name`."""
+  if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    raise ValueError(f'{name} must be a finite number, got {_describe(value)}.')
+  value = float(value)
+  if not math.isfinite(value):
+    raise ValueError(f'{name} must be a finite number, got {value}.')
+  if minimum is not None:
+    if strict_minimum and value <= minimum:
+      raise ValueError(f'{name} must be > {minimum}, got {value}.')
+    if not strict_minimum and value < minimum:
+      raise ValueError(f'{name} must be >= {minimum}, got {value}.')
+  if maximum is not None:
+    if strict_maximum and value >= maximum:
+      raise ValueError(f'{name} must be < {maximum}, got {value}.')
+    if not strict_maximum and value > maximum:
+      raise ValueError(f'{name} must be <= {maximum}, got {value}.')
+  return value
+
+
+def check_positive(value: Any, name: str) -> float:
+  return check_float(value, name, minimum=0.0, strict_minimum=True)
+
+
+def check_nonnegative(value: Any, name: str) -> float:
+  return check_float(value, name, minimum=0.0)
+
+
+def check_probability(value: Any, name: str) -> float:
+  """A number strictly between 0 and 1."""
+  return check_float(value, name, minimum=0.0, maximum=1.0,
+                     strict_minimum=True, strict_maximum=True)

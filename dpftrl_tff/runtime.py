@@ -1,0 +1,122 @@
+"""TFF runtime hygiene: quiet logs, and no `worker_binary` left behind.
+
+Every TFF 0.87 execution context starts a C++ `worker_binary` subprocess that
+outlives Python and keeps the parent's stdout/stderr pipes open, so a binary or
+a test run that leaves one behind hangs whoever reads its output (CI included).
+`install()` registers `shutdown_workers` to run at exit and on SIGTERM/SIGINT;
+binaries call it first thing, and the test suite calls `shutdown_workers` in
+its teardown.
+"""
+
+import atexit
+import os
+import signal
+import time
+from typing import List
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+_WORKER_NAME = 'worker_binary'
+_installed = False
+
+
+def _children(pid: int) -> List[int]:
+  """Direct and indirect child pids of `pid`, read from /proc."""
+  parents = {}
+  for entry in os.listdir('/proc'):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f'/proc/{entry}/stat', 'rb') as f:
+        stat = f.read().decode(errors='replace')
+    except OSError:
+      continue
+    # Format: pid (comm) state ppid ...; comm may contain spaces or ')'.
+    ppid = int(stat[stat.rindex(')') + 2:].split()[1])
+    parents[int(entry)] = ppid
+  result, frontier = [], [pid]
+  while frontier:
+    parent = frontier.pop()
+    for child, ppid in parents.items():
+      if ppid == parent:
+        result.append(child)
+        frontier.append(child)
+  return result
+
+
+def _name(pid: int) -> str:
+  try:
+    with open(f'/proc/{pid}/comm') as f:
+      return f.read().strip()
+  except OSError:
+    return ''
+
+
+def _alive(pid: int) -> bool:
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      return f.read().split(')')[-1].split()[0] != 'Z'
+  except OSError:
+    return False
+
+
+def worker_pids() -> List[int]:
+  """Pids of the TFF workers started by this process (or its children)."""
+  return [p for p in _children(os.getpid()) if _name(p) == _WORKER_NAME]
+
+
+def shutdown_workers(timeout: float = 5.0) -> int:
+  """Stops this process's TFF workers: SIGINT, wait, then SIGKILL.
+
+  Returns:
+    The number of workers that were running.
+  """
+  pids = worker_pids()
+  for pid in pids:
+    try:
+      os.kill(pid, signal.SIGINT)
+    except ProcessLookupError:
+      pass
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline and any(_alive(p) for p in pids):
+    time.sleep(0.05)
+  for pid in pids:
+    if _alive(pid):
+      try:
+        os.kill(pid, signal.SIGKILL)
+      except ProcessLookupError:
+        pass
+  for pid in pids:   # Reap, if they are our direct children.
+    try:
+      os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+      pass
+  return len(pids)
+
+
+def _on_signal(signum, frame):
+  del frame
+  shutdown_workers()
+  signal.signal(signum, signal.SIG_DFL)
+  os.kill(os.getpid(), signum)
+
+
+def install():
+  """Registers the worker shutdown at exit, on SIGTERM and SIGINT."""
+  global _installed
+  if _installed:
+    return
+  _installed = True
+  atexit.register(shutdown_workers)
+  signal.signal(signal.SIGTERM, _on_signal)
+  # Ctrl-C: let Python raise KeyboardInterrupt (atexit then runs), but also
+  # make sure a hard second Ctrl-C still cleans up.
+  previous = signal.getsignal(signal.SIGINT)
+
+  def _sigint(signum, frame):
+    shutdown_workers()
+    if callable(previous):
+      previous(signum, frame)
+    else:
+      raise KeyboardInterrupt
+  signal.signal(signal.SIGINT, _sigint)

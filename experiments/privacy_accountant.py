@@ -1,0 +1,219 @@
+r"""Privacy of a DP-FTRL configuration: rho-zCDP and (epsilon, delta).
+
+Examples:
+  # One paper row (de-DE NWP): 930 rounds, MinS 212, MaxP 4, z = 7.
+  python -m experiments.privacy_accountant --rounds=930 --noise_multiplier=7 \
+      --min_separation=212 --max_participation=4
+  # Plan from a population: the largest MinS and the worst-case MaxP.
+  python -m experiments.privacy_accountant --rounds=2000 --noise_multiplier=7 \
+      --population=4210000 --report_goal=6500 --json
+  # Adaptive clipping with the paper's restarts and sigma_b = m / 20.
+  python -m experiments.privacy_accountant --rounds=2000 --noise_multiplier=7 \
+      --min_separation=300 --report_goal=6500 --adaptive_clipping \
+      --restart_rounds=paper
+"""
+
+import json
+import sys
+
+from absl import app
+from absl import flags
+
+from dpftrl_tff import accounting
+
+_ROUNDS = flags.DEFINE_integer('rounds', None, 'Total training rounds T.')
+_NOISE = flags.DEFINE_float(
+    'noise_multiplier', None,
+    'Noise multiplier z (tree noise std = z * clip norm). With adaptive '
+    'clipping, the equivalent z of Theorem 1.')
+_MAXP = flags.DEFINE_integer(
+    'max_participation', None,
+    'MaxP: most participations of one client. Default: the worst case '
+    'floor((T-1)/(MinS+1)) + 1.')
+_MINS = flags.DEFINE_integer(
+    'min_separation', None,
+    'MinS: fewest rounds between two participations of a client. Default: '
+    '0, or the largest the population allows when --population is given.')
+_POPULATION = flags.DEFINE_integer(
+    'population', None, 'Estimated population; with --report_goal gives the '
+    'largest reachable MinS, floor(population / report_goal) - 1.')
+_REPORT_GOAL = flags.DEFINE_integer(
+    'report_goal', None, 'Clients per round m (population planning, '
+    'SecAgg modulus, default clipped_count_stddev m/20).')
+_DELTA = flags.DEFINE_float('delta', accounting.DEFAULT_DELTA,
+                            'delta of (epsilon, delta)-DP.')
+_RESTARTS = flags.DEFINE_string(
+    'restart_rounds', None,
+    'Rounds (0-based) at which a new tree starts: a comma-separated list, '
+    '"paper" for 128 + 1024 i, or "periodic:WARMUP:FREQUENCY".')
+_ADAPTIVE = flags.DEFINE_bool(
+    'adaptive_clipping', False,
+    'Report the value noise z_Delta of Theorem 1 (uses '
+    '--clipped_count_stddev, default report_goal / 20).')
+_SIGMA_B = flags.DEFINE_float(
+    'clipped_count_stddev', None,
+    'sigma_b, noise std of the clipped counts (adaptive clipping).')
+_SECAGG_SCALE = flags.DEFINE_float('secagg_scale', None,
+                                   'SecAgg scale s (with --model_dim, '
+                                   '--clip_norm).')
+_MODEL_DIM = flags.DEFINE_integer('model_dim', None,
+                                  'Number of model parameters d (SecAgg).')
+_CLIP = flags.DEFINE_float('clip_norm', None, 'l2 clip norm C (SecAgg).')
+_JSON = flags.DEFINE_bool('json', False, 'Print one JSON object.')
+
+
+def parse_restart_rounds(text, rounds):
+  """Parses --restart_rounds into a list of tree start rounds."""
+  if text is None or not text.strip():
+    return []
+  text = text.strip()
+  if text == 'paper':
+    return accounting.paper_restart_rounds(rounds)
+  if text.startswith('periodic:'):
+    parts = text.split(':')
+    if len(parts) != 3:
+      raise ValueError(
+          f'--restart_rounds={text!r}: expected "periodic:WARMUP:FREQUENCY".')
+    try:
+      warmup, frequency = int(parts[1]), int(parts[2])
+    except ValueError:
+      raise ValueError(f'--restart_rounds={text!r}: WARMUP and FREQUENCY '
+                       'must be integers.') from None
+    return accounting.paper_restart_rounds(rounds, warmup=warmup,
+                                           frequency=frequency)
+  try:
+    values = [int(v) for v in text.split(',') if v.strip()]
+  except ValueError:
+    raise ValueError(
+        f'--restart_rounds={text!r}: expected comma-separated integers, '
+        '"paper" or "periodic:WARMUP:FREQUENCY".') from None
+  bad = [v for v in values if v < 1]
+  if bad:
+    raise ValueError(f'--restart_rounds: rounds must be >= 1, got {bad}.')
+  return values
+
+
+def build_report(*, rounds, noise_multiplier, max_participation=None,
+                 min_separation=None, population=None, report_goal=None,
+                 delta=accounting.DEFAULT_DELTA, restart_rounds=None,
+                 adaptive_clipping=False, clipped_count_stddev=None,
+                 secagg_scale=None, model_dim=None, clip_norm=None):
+  """Validates flag values and returns the report as a dict."""
+  for name, value in (('rounds', rounds),
+                      ('noise_multiplier', noise_multiplier)):
+    if value is None:
+      raise ValueError(f'--{name} is required.')
+  max_min_sep = None
+  if population is not None or report_goal is not None:
+    if report_goal is None and population is not None:
+      raise ValueError('--population needs --report_goal.')
+    if report_goal is not None and report_goal < 1:
+      raise ValueError(f'--report_goal must be >= 1, got {report_goal}.')
+  if population is not None:
+    max_min_sep = accounting.max_min_separation(population, report_goal)
+    if min_separation is None:
+      min_separation = max_min_sep
+    elif min_separation > max_min_sep:
+      raise ValueError(
+          f'--min_separation={min_separation} is impossible for '
+          f'--population={population} at --report_goal={report_goal}: at '
+          f'most {max_min_sep}.')
+  if min_separation is None:
+    min_separation = 0
+  if clipped_count_stddev is not None or adaptive_clipping:
+    if clipped_count_stddev is None:
+      if report_goal is None:
+        raise ValueError('--adaptive_clipping needs --clipped_count_stddev '
+                         'or --report_goal (default report_goal / 20).')
+      clipped_count_stddev = accounting.default_clipped_count_stddev(
+          report_goal)
+  if rounds is not None and rounds < 1:
+    raise ValueError(f'--rounds must be >= 1, got {rounds}.')
+  restarts = parse_restart_rounds(restart_rounds, rounds)
+  report = accounting.compute_privacy(
+      rounds=rounds, noise_multiplier=noise_multiplier,
+      max_participation=max_participation, min_separation=min_separation,
+      restart_rounds=restarts, delta=delta,
+      clipped_count_stddev=clipped_count_stddev, secagg_scale=secagg_scale,
+      model_dim=model_dim, clip_norm=clip_norm).as_dict()
+  report['restart_rounds'] = list(report['restart_rounds'])
+  report['max_reachable_min_separation'] = max_min_sep
+  report['population'] = population
+  report['report_goal'] = report_goal
+  if secagg_scale is not None and report_goal is not None:
+    secagg_modulus = accounting.modulus(clip_norm,
+                                        report['secagg']['padded_dim'],
+                                        secagg_scale, report_goal)
+    report['secagg']['modulus'] = secagg_modulus
+    report['secagg']['bits_per_parameter'] = accounting.bits_per_parameter(
+        secagg_modulus)
+  return report
+
+
+def format_report(r):
+  lines = [
+      'DP-FTRL privacy',
+      f'  rounds T                : {r["rounds"]}',
+      f'  noise multiplier z      : {r["noise_multiplier"]:g}',
+      f'  min separation MinS     : {r["min_separation"]}',
+      f'  max participation MaxP  : {r["max_participation"]}',
+  ]
+  if r['population'] is not None:
+    lines.append(f'  population / report goal: {r["population"]} / '
+                 f'{r["report_goal"]} (largest MinS '
+                 f'{r["max_reachable_min_separation"]})')
+  if r['restart_rounds']:
+    shown = r['restart_rounds'][:8]
+    more = ' ...' if len(r['restart_rounds']) > 8 else ''
+    lines.append(f'  tree restarts at rounds : {shown}{more}')
+  if r['value_noise_multiplier'] is not None:
+    lines.append(f'  adaptive clipping       : sigma_b = '
+                 f'{r["clipped_count_stddev"]:g}, value noise z_Delta = '
+                 f'{r["value_noise_multiplier"]:.6g}')
+  if r['secagg'] is not None:
+    s = r['secagg']
+    lines.append(f'  SecAgg                  : s = {s["scale"]:g}, d = '
+                 f'{s["model_dim"]} (padded {s["padded_dim"]}), C = '
+                 f'{s["clip_norm"]:g} -> C_inflated = '
+                 f'{s["inflated_clip_norm"]:.6g}, C_inf = {s["linf_bound"]}')
+    if 'modulus' in s:
+      lines.append(f'                            modulus M = {s["modulus"]}, '
+                   f'{s["bits_per_parameter"]} bits per parameter')
+  lines += [
+      f'  sum of squared counts   : {r["sensitivity_squared"]}',
+      f'  rho-zCDP                : {r["zcdp"]:.6g}',
+      f'  epsilon (PLD)           : {r["epsilon"]:.4f} at delta = '
+      f'{r["delta"]:g}',
+      f'  epsilon (closed form)   : {r["epsilon_closed_form"]:.4f}',
+  ]
+  return '\n'.join(lines)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  try:
+    report = build_report(
+        rounds=_ROUNDS.value, noise_multiplier=_NOISE.value,
+        max_participation=_MAXP.value, min_separation=_MINS.value,
+        population=_POPULATION.value, report_goal=_REPORT_GOAL.value,
+        delta=_DELTA.value, restart_rounds=_RESTARTS.value,
+        adaptive_clipping=_ADAPTIVE.value,
+        clipped_count_stddev=_SIGMA_B.value,
+        secagg_scale=_SECAGG_SCALE.value, model_dim=_MODEL_DIM.value,
+        clip_norm=_CLIP.value)
+  except ValueError as e:
+    message = str(e)
+    if not message.startswith('--'):
+      message = '--' + message
+    print(f'error: {message}', file=sys.stderr)
+    return 2
+  if _JSON.value:
+    print(json.dumps(report, sort_keys=True))
+  else:
+    print(format_report(report))
+  return 0
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,92 @@
+"""Tests of the accounting binaries as a user runs them."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from dpftrl_tff import accounting
+from experiments import reproduce_tables
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(module, *args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  return subprocess.run([sys.executable, '-m', module, *args], cwd=ROOT,
+                        env=env, capture_output=True, text=True, timeout=300)
+
+
+class PrivacyAccountantTest(parameterized.TestCase):
+
+  def test_json_matches_library(self):
+    proc = _run('experiments.privacy_accountant', '--rounds=930',
+                '--noise_multiplier=7', '--min_separation=212',
+                '--max_participation=4', '--json')
+    self.assertEqual(proc.returncode, 0, proc.stderr)
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    self.assertAlmostEqual(
+        report['zcdp'],
+        accounting.compute_zcdp_single_tree(7.0, 930, 4, 212))
+    self.assertAlmostEqual(report['epsilon'],
+                           accounting.epsilon_pld(report['zcdp']))
+
+  def test_population_planning(self):
+    proc = _run('experiments.privacy_accountant', '--rounds=1900',
+                '--noise_multiplier=7', '--population=4210000',
+                '--report_goal=6500', '--json')
+    self.assertEqual(proc.returncode, 0, proc.stderr)
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    self.assertEqual(report['min_separation'], 4210000 // 6500 - 1)
+    self.assertEqual(report['max_participation'],
+                     (1900 - 1) // (report['min_separation'] + 1) + 1)
+
+  @parameterized.named_parameters(
+      ('negative_rounds', ['--rounds=-1', '--noise_multiplier=1'], 'rounds'),
+      ('zero_noise', ['--rounds=10', '--noise_multiplier=0'],
+       'noise_multiplier'),
+      ('missing_noise', ['--rounds=10'], 'noise_multiplier'),
+      ('non_integer_count', ['--rounds=10.5', '--noise_multiplier=1'],
+       'rounds'),
+      ('min_sep_too_large', ['--rounds=10', '--noise_multiplier=1',
+                             '--population=1000', '--report_goal=100',
+                             '--min_separation=50'], 'min_separation'),
+      ('bad_restarts', ['--rounds=10', '--noise_multiplier=1',
+                        '--restart_rounds=a,b'], 'restart_rounds'),
+      ('no_z_delta', ['--rounds=10', '--noise_multiplier=7',
+                      '--clipped_count_stddev=1'], 'clipped_count_stddev'),
+      ('partial_secagg', ['--rounds=10', '--noise_multiplier=1',
+                          '--secagg_scale=10'], 'secagg_scale'),
+  )
+  def test_bad_input_names_the_flag(self, args, flag):
+    proc = _run('experiments.privacy_accountant', *args)
+    self.assertNotEqual(proc.returncode, 0)
+    self.assertIn(flag, proc.stderr)
+    self.assertNotIn('Traceback', proc.stderr)
+
+
+class ReproduceTest(absltest.TestCase):
+
+  def test_every_paper_row_agrees(self):
+    rows = reproduce_tables.reproduce()
+    self.assertLen(rows, 20)
+    for row in rows:
+      self.assertTrue(row['agrees'], row)
+
+  def test_figures_are_written(self):
+    out = tempfile.mkdtemp()
+    proc = _run('experiments.reproduce_privacy_figures',
+                f'--output_dir={out}', '--max_rounds=400', '--round_step=100')
+    self.assertEqual(proc.returncode, 0, proc.stderr)
+    for name in ('pop1m', 'pop3m', 'min_sep'):
+      self.assertGreater(os.path.getsize(os.path.join(out, name + '.png')), 0)
+      with open(os.path.join(out, name + '.csv')) as f:
+        self.assertGreater(len(f.readlines()), 4)
+
+
+if __name__ == '__main__':
+  absltest.main()

@@ -1,0 +1,114 @@
+"""Tests of the fast exact tree accountant against TFP and brute force."""
+
+import itertools
+import random
+
+from absl.testing import absltest
+from absl.testing import parameterized
+from tensorflow_privacy.privacy.analysis import tree_aggregation_accountant as tfp_tree
+from tensorflow_privacy.privacy.dp_query import restart_query
+
+from dpftrl_tff.accounting import tree
+
+
+class BruteForceTest(parameterized.TestCase):
+
+  def test_all_small_single_trees(self):
+    for rounds, min_sep, max_p in itertools.product(
+        range(1, 17), range(0, 7), range(1, 6)):
+      with self.subTest(rounds=rounds, min_sep=min_sep, max_p=max_p):
+        self.assertEqual(
+            tree.max_sensitivity_squared(rounds, max_p, min_sep),
+            tree.brute_force_sensitivity_squared(rounds, max_p, min_sep))
+
+  def test_random_restart_schedules(self):
+    rng = random.Random(7)
+    for _ in range(200):
+      rounds = rng.randint(2, 17)
+      min_sep = rng.randint(0, 5)
+      max_p = rng.randint(1, 5)
+      restarts = sorted(rng.sample(range(1, rounds),
+                                   rng.randint(1, min(3, rounds - 1))))
+      with self.subTest(rounds=rounds, min_sep=min_sep, max_p=max_p,
+                        restarts=restarts):
+        self.assertEqual(
+            tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts),
+            tree.brute_force_sensitivity_squared(rounds, max_p, min_sep,
+                                                 restarts))
+
+  def test_restarts_never_exceed_independent_trees(self):
+    # Composition of per-tree worst cases is a looser valid bound.
+    for rounds, min_sep, max_p in [(300, 20, 6), (1000, 37, 9)]:
+      restarts = tree.paper_restart_rounds(rounds, warmup=50, frequency=100)
+      joint = tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts)
+      bounds = [0] + restarts + [rounds]
+      separate = sum(
+          tree.max_sensitivity_squared(b - a, max_p, min_sep)
+          for a, b in zip(bounds[:-1], bounds[1:]))
+      self.assertLessEqual(joint, separate)
+      self.assertGreaterEqual(
+          joint, tree.max_sensitivity_squared(bounds[1], max_p, min_sep))
+
+
+class TensorFlowPrivacyTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ('one_round', 1, 1, 0),
+      ('min_sep_zero', 100, 3, 0),
+      ('min_sep_zero_all_rounds', 64, 64, 0),
+      ('maxp_larger_than_possible', 33, 100, 3),
+      ('not_power_of_two', 257, 9, 13),
+      ('power_of_two', 256, 4, 20),
+      ('many_participations', 500, 20, 30),
+      ('two_participations', 200, 2, 50),
+      ('odd_sizes', 999, 7, 61),
+      ('single_participation', 777, 1, 5),
+      ('large_separation', 300, 3, 120),
+  )
+  def test_matches_compute_zcdp_single_tree(self, rounds, max_p, min_sep):
+    noise = 1.37
+    expected = tfp_tree.compute_zcdp_single_tree(noise, rounds, max_p,
+                                                 min_sep)
+    actual = tree.compute_zcdp_single_tree(noise, rounds, max_p, min_sep)
+    self.assertAlmostEqual(actual / expected, 1.0, delta=1e-9)
+
+  def test_paper_restart_schedule_matches_restart_query(self):
+    # Simulate TFP's restart indicator over 3000 rounds: the tree restarts
+    # after round t when the indicator fires while processing round t.
+    indicator = restart_query.PeriodicRoundRestartIndicator(
+        period=1024, warmup=128)
+    state = indicator.initialize()
+    new_tree_starts = []
+    for t in range(3000):
+      flag, state = indicator.next(state)
+      if bool(flag):
+        new_tree_starts.append(t + 1)
+    self.assertEqual(tree.paper_restart_rounds(3000, warmup=128,
+                                               frequency=1024),
+                     [s for s in new_tree_starts if s < 3000])
+
+
+class ValidationTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ('zero_rounds', dict(total_rounds=0), 'rounds'),
+      ('negative_min_sep', dict(min_separation=-1), 'min_separation'),
+      ('zero_maxp', dict(max_participation=0), 'max_participation'),
+      ('float_rounds', dict(total_rounds=10.5), 'rounds'),
+      ('zero_noise', dict(noise_multiplier=0.0), 'noise_multiplier'),
+      ('nan_noise', dict(noise_multiplier=float('nan')), 'noise_multiplier'),
+  )
+  def test_bad_input(self, override, name):
+    args = dict(noise_multiplier=1.0, total_rounds=10, max_participation=2,
+                min_separation=1)
+    args.update(override)
+    with self.assertRaisesRegex(ValueError, name):
+      tree.compute_zcdp_single_tree(**args)
+
+  def test_bad_restart_round(self):
+    with self.assertRaisesRegex(ValueError, 'restart_rounds'):
+      tree.compute_zcdp_with_restarts(1.0, 10, 2, 1, [0, 5])
+
+
+if __name__ == '__main__':
+  absltest.main()

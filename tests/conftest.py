@@ -1,0 +1,20 @@
+"""Test-suite hygiene: no TFF worker_binary survives a test module."""
+
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import pytest  # pylint: disable=g-import-not-at-top
+
+from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
+
+
+@pytest.fixture(autouse=True, scope='module')
+def _stop_tff_workers():
+  yield
+  runtime.shutdown_workers()
+
+
+def pytest_sessionfinish(session, exitstatus):
+  del session, exitstatus
+  runtime.shutdown_workers()
