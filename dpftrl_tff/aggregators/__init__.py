@@ -1,0 +1,1 @@
+"""Aggregation factories for the model updates (one family per module)."""

@@ -1,0 +1,77 @@
+"""DP-FTRL with a fixed clip norm: the paper's update, as a TFF factory.
+
+Each round the clients' updates Delta_i are clipped to l2 norm C and summed;
+tree aggregation (Kairouz et al. 2021) adds to the running sum noise whose
+every tree node has std z C, and the server receives the per-round residual
+of the noisy prefix sums divided by the report goal m:
+
+    Delta~^t = (1/m) [PrivateSum(sum_{k<=t} sum_i Delta_i^k)
+                      - PrivateSum(sum_{k<t} sum_i Delta_i^k)].
+
+Server SGD with momentum beta on Delta~^t is then exactly the paper's
+theta^{t+1} = theta^0 + eta_s * sum of momentum-filtered noisy prefix sums
+(Algorithm 1 without the adaptive parts). TFF's
+`DifferentiallyPrivateFactory.tree_aggregation` implements this
+(TensorFlow Privacy's TreeResidualSumQuery); the tests check its noise std
+and normalization against the formula.
+"""
+
+import math
+from typing import Optional
+
+from absl import logging
+import tensorflow_federated as tff
+
+from dpftrl_tff import checks
+
+AGGREGATORS = ('none', 'dp_ftrl')
+
+
+def validate_dp_arguments(*, noise_multiplier, clip_norm, clients_per_round):
+  """Checks DP arguments; names the flags in the errors."""
+  if noise_multiplier is None or not isinstance(
+      noise_multiplier, (int, float)) or not math.isfinite(noise_multiplier):
+    raise ValueError(f'--noise_multiplier must be a finite number >= 0, got '
+                     f'{noise_multiplier}.')
+  if noise_multiplier < 0:
+    raise ValueError(f'--noise_multiplier must be >= 0, got '
+                     f'{noise_multiplier}.')
+  if clip_norm is None or not isinstance(
+      clip_norm, (int, float)) or not math.isfinite(clip_norm) or (
+          clip_norm <= 0):
+    raise ValueError(f'--clip_norm must be a finite number > 0, got '
+                     f'{clip_norm}.')
+  checks.check_int(clients_per_round, '--clients_per_round', minimum=1)
+
+
+def build_dp_ftrl_factory(*, noise_multiplier: float, clients_per_round: int,
+                          clip_norm: float, record_specs,
+                          noise_seed: Optional[int] = None,
+                          record_aggregation_factory=None):
+  """Tree-aggregation DP-FTRL factory normalized by the report goal.
+
+  Args:
+    noise_multiplier: z >= 0; node noise std is z * clip_norm.
+    clients_per_round: m, the report goal; the noisy sum is divided by m.
+    clip_norm: C > 0, the l2 clip of every client update.
+    record_specs: tf.TensorSpec structure of one update.
+    noise_seed: None (default) draws an unpredictable seed; an int fixes the
+      noise (for tests and reproducibility only; a warning is logged).
+    record_aggregation_factory: inner sum factory for the clipped records
+      (e.g. a SecAgg discretization factory); default plain sum.
+  """
+  validate_dp_arguments(noise_multiplier=noise_multiplier,
+                        clip_norm=clip_norm,
+                        clients_per_round=clients_per_round)
+  if noise_seed is not None:
+    logging.warning(
+        'noise_seed=%d fixes the DP noise: the noise is predictable, so the '
+        'run gives no privacy. Use only for tests and debugging.', noise_seed)
+  return tff.aggregators.DifferentiallyPrivateFactory.tree_aggregation(
+      noise_multiplier=noise_multiplier,
+      clients_per_round=clients_per_round,
+      l2_norm_clip=clip_norm,
+      record_specs=record_specs,
+      noise_seed=noise_seed,
+      use_efficient=True,
+      record_aggregation_factory=record_aggregation_factory)

@@ -1,0 +1,75 @@
+"""Next-word loss and in-vocab accuracy.
+
+In-vocab accuracy is top-1 accuracy over the target tokens that are real
+vocabulary words: pad, OOV and EOS targets are excluded (BOS is never a
+target), the metric of Reddi et al. 2020 and Kairouz et al. 2021. The loss is
+the mean cross-entropy over non-pad targets.
+"""
+
+import tensorflow as tf
+
+from dpftrl_tff import data
+
+
+@tf.keras.utils.register_keras_serializable(package='dpftrl_tff')
+class MaskedCrossEntropy(tf.keras.losses.Loss):
+  """Mean sparse cross-entropy over non-pad targets."""
+
+  def __init__(self, name='masked_cross_entropy', **kwargs):
+    kwargs.setdefault('reduction', tf.keras.losses.Reduction.NONE)
+    super().__init__(name=name, **kwargs)
+
+  def call(self, y_true, y_pred):
+    y_true = tf.cast(y_true, tf.int64)
+    per_token = tf.keras.losses.sparse_categorical_crossentropy(
+        y_true, y_pred, from_logits=True)
+    mask = tf.cast(tf.not_equal(y_true, 0), per_token.dtype)
+    return tf.math.divide_no_nan(tf.reduce_sum(per_token * mask),
+                                 tf.reduce_sum(mask))
+
+  def __call__(self, y_true, y_pred, sample_weight=None):
+    del sample_weight
+    return self.call(y_true, y_pred)
+
+
+@tf.keras.utils.register_keras_serializable(package='dpftrl_tff')
+class InVocabAccuracy(tf.keras.metrics.Mean):
+  """Top-1 accuracy excluding pad, OOV and EOS targets."""
+
+  def __init__(self, vocab_size: int, name='in_vocab_accuracy', **kwargs):
+    super().__init__(name=name, **kwargs)
+    self.vocab_size = vocab_size
+    pad, oov, _, eos = data.special_ids(vocab_size)
+    self._excluded = (pad, oov, eos)
+
+  def update_state(self, y_true, y_pred, sample_weight=None):
+    del sample_weight
+    y_true = tf.cast(y_true, tf.int64)
+    predicted = tf.argmax(y_pred, axis=-1, output_type=tf.int64)
+    mask = tf.ones_like(y_true, dtype=tf.bool)
+    for token in self._excluded:
+      mask = tf.logical_and(mask, tf.not_equal(y_true, token))
+    correct = tf.cast(tf.equal(y_true, predicted), tf.float32)
+    return super().update_state(tf.boolean_mask(correct, mask))
+
+  def get_config(self):
+    config = super().get_config()
+    config['vocab_size'] = self.vocab_size
+    return config
+
+
+@tf.keras.utils.register_keras_serializable(package='dpftrl_tff')
+class NumTokens(tf.keras.metrics.Sum):
+  """Number of non-pad target tokens."""
+
+  def __init__(self, name='num_tokens', **kwargs):
+    super().__init__(name=name, **kwargs)
+
+  def update_state(self, y_true, y_pred, sample_weight=None):
+    del y_pred, sample_weight
+    return super().update_state(
+        tf.reduce_sum(tf.cast(tf.not_equal(y_true, 0), tf.float32)))
+
+
+def build_metrics(vocab_size: int):
+  return [InVocabAccuracy(vocab_size), NumTokens()]

@@ -1,0 +1,218 @@
+"""A small StackOverflow-format database, generated offline, deterministic.
+
+Writes `<cache_dir>/stackoverflow.sqlite` with TFF's exact schema (tables
+`examples(split_name, client_id, serialized_example_proto)` and
+`client_metadata(client_id, split_name, num_examples)`, splits train, heldout
+and test; every example a `tf.train.Example` with `creation_date`, `score`,
+`tags`, `title`, `tokens` and `type`) plus `stackoverflow.word_count`
+(`word count` per line, most frequent first, from the train split), so that
+`tff.simulation.datasets.stackoverflow.load_data(cache_dir)` opens it exactly
+like the real 4 GB database.
+
+What makes it federated-learning-like:
+* thousands of clients whose number of sentences is heavy tailed
+  (a discretized Pareto, capped), so a few clients hold many sentences;
+* each client writes questions and answers about a few topics (a sparse
+  Dirichlet mixture over topics, each topic with its own tags and vocabulary),
+  and has habits: a preferred opening phrase and its own favourite words;
+* sentences come from a sparse word-bigram chain shared by all clients mixed
+  with topic words, so a next-word model can learn far more than a unigram
+  guess (the tests check that bigram prediction beats unigram prediction).
+"""
+
+import bisect
+import os
+import sqlite3
+import tempfile
+from typing import Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from dpftrl_tff import checks
+from dpftrl_tff import data
+
+_SYLLABLES = [c + v for c in 'bcdfghjklmnprstvwz' for v in 'aeiou']
+
+
+def _make_words(rng: np.random.Generator, count: int) -> List[str]:
+  words, seen = [], set()
+  while len(words) < count:
+    n = int(rng.integers(1, 4))
+    w = ''.join(_SYLLABLES[i] for i in rng.integers(0, len(_SYLLABLES), n))
+    if w not in seen:
+      seen.add(w)
+      words.append(w)
+  return words
+
+
+def _cumulative(weights: np.ndarray) -> List[float]:
+  c = np.cumsum(weights / weights.sum())
+  c[-1] = 1.0
+  return c.tolist()
+
+
+class _Language:
+  """The shared generative model: vocabulary, bigram chain and topics."""
+
+  def __init__(self, rng: np.random.Generator, num_words: int,
+               num_topics: int, successors: int = 6):
+    self.words = _make_words(rng, num_words)
+    self.num_topics = num_topics
+    zipf = 1.0 / np.arange(1, num_words + 1)**1.05
+    self.unigram_cum = _cumulative(zipf)
+    # Sparse bigram chain: every word has a few successors, Zipf-weighted,
+    # drawn from the global Zipf distribution (so frequent words recur).
+    self.succ = []
+    self.succ_cum = []
+    for _ in range(num_words):
+      nxt = rng.choice(num_words, size=successors, replace=False,
+                       p=zipf / zipf.sum())
+      self.succ.append(nxt.tolist())
+      self.succ_cum.append(_cumulative(1.0 / np.arange(1, successors + 1)**2))
+    # Topics: a vocabulary slice each (mid-frequency words) and tags.
+    self.topic_words = []
+    self.topic_cum = []
+    per_topic = max(20, num_words // (2 * num_topics))
+    for _ in range(num_topics):
+      ws = rng.choice(np.arange(num_words // 20, num_words), size=per_topic,
+                      replace=False)
+      self.topic_words.append(ws.tolist())
+      self.topic_cum.append(_cumulative(1.0 / np.arange(1, per_topic + 1)))
+    self.tags = [f'tag-{w}' for w in _make_words(rng, num_topics * 3)]
+
+  def sentence(self, rng, client) -> List[int]:
+    length = int(min(35, 4 + rng.poisson(9)))
+    if rng.random() < 0.3:   # the client's habitual opening phrase
+      out = list(client['opening'])
+    else:                    # or one of its favourite words
+      favourites = client['favourites']
+      out = [int(favourites[int(rng.integers(len(favourites)))])]
+    w = out[-1]
+    draws = rng.random((length, 3))
+    while len(out) < length:
+      r_mode, r_pick, r_topic = draws[len(out) - 1]
+      if r_mode < 0.72:        # follow the shared bigram chain
+        w = self.succ[w][bisect.bisect(self.succ_cum[w], r_pick)]
+      elif r_mode < 0.92:      # a word of one of the client's topics
+        t = client['topics'][bisect.bisect(client['topic_cum'], r_topic)]
+        w = self.topic_words[t][bisect.bisect(self.topic_cum[t], r_pick)]
+      else:                    # a client favourite
+        w = client['favourites'][int(r_pick * len(client['favourites']))]
+      out.append(int(w))
+    return out[:length]
+
+  def client(self, rng) -> Dict:
+    mix = rng.dirichlet(np.full(self.num_topics, 0.15))
+    topics = np.argsort(-mix)[:3]
+    weights = mix[topics] + 1e-9
+    opening_start = int(bisect.bisect(self.unigram_cum, rng.random()))
+    opening = [opening_start]
+    for _ in range(int(rng.integers(1, 4))):
+      opening.append(self.succ[opening[-1]][0])
+    favourites = [self.topic_words[int(topics[0])][int(i)]
+                  for i in rng.integers(0, 10, 5)]
+    return dict(topics=topics.tolist(), topic_cum=_cumulative(weights),
+                opening=opening, favourites=favourites)
+
+
+def _example(tokens: str, title: str, tags: str, kind: str, score: int,
+             date: str) -> bytes:
+  def b(s):
+    return tf.train.Feature(bytes_list=tf.train.BytesList(
+        value=[s.encode('utf-8')]))
+  feature = {
+      'creation_date': b(date),
+      'score': tf.train.Feature(int64_list=tf.train.Int64List(value=[score])),
+      'tags': b(tags),
+      'title': b(title),
+      'tokens': b(tokens),
+      'type': b(kind),
+  }
+  return tf.train.Example(features=tf.train.Features(
+      feature=feature)).SerializeToString()
+
+
+def generate(cache_dir: str, *, num_train_clients: int = 3000,
+             num_heldout_clients: int = 300, num_test_clients: int = 300,
+             num_words: int = 4000, num_topics: int = 40,
+             max_sentences_per_client: int = 600, seed: int = 0,
+             overwrite: bool = False) -> Dict[str, int]:
+  """Writes the database and word counts into `cache_dir`.
+
+  Returns:
+    Number of sentences per split.
+  """
+  checks.check_int(num_train_clients, 'num_train_clients', minimum=1)
+  checks.check_int(num_heldout_clients, 'num_heldout_clients', minimum=1)
+  checks.check_int(num_test_clients, 'num_test_clients', minimum=1)
+  checks.check_int(num_words, 'num_words', minimum=50)
+  os.makedirs(cache_dir, exist_ok=True)
+  path = data.database_path(cache_dir)
+  if os.path.exists(path) and not overwrite:
+    raise FileExistsError(f'{path} exists; pass overwrite=True to replace.')
+  rng = np.random.default_rng(seed)
+  lang = _Language(rng, num_words, num_topics)
+  counts: Dict[str, int] = {}
+  word_counts = np.zeros(num_words, dtype=np.int64)
+  fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix='.sqlite.tmp')
+  os.close(fd)
+  os.remove(tmp)
+  con = sqlite3.connect(tmp)
+  try:
+    con.execute('CREATE TABLE examples (split_name TEXT NOT NULL, '
+                'client_id TEXT NOT NULL, '
+                'serialized_example_proto BLOB NOT NULL);')
+    con.execute('CREATE TABLE client_metadata (client_id TEXT NOT NULL, '
+                'split_name TEXT NOT NULL, num_examples INTEGER NOT NULL);')
+    client_number = 0
+    for split, num_clients in (('train', num_train_clients),
+                               ('heldout', num_heldout_clients),
+                               ('test', num_test_clients)):
+      total = 0
+      for _ in range(num_clients):
+        client_number += 1
+        cid = f'{client_number:08d}'
+        client = lang.client(rng)
+        n = int(min(max_sentences_per_client,
+                    np.floor((rng.pareto(1.3) + 1.0) * 4)))
+        rows = []
+        for k in range(n):
+          ids = lang.sentence(rng, client)
+          if split == 'train':
+            np.add.at(word_counts, ids, 1)
+          tokens = ' '.join(lang.words[i] for i in ids)
+          topic = client['topics'][0]
+          tags = '|'.join(lang.tags[3 * topic + j]
+                          for j in range(1 + k % 2))
+          kind = 'question' if k % 3 == 0 else 'answer'
+          title = ' '.join(tokens.split()[:5]) if kind == 'question' else ''
+          date = f'2010-{1 + k % 12:02d}-{1 + k % 28:02d} 00:00:00.000 UTC'
+          rows.append((split, cid, _example(tokens, title, tags, kind,
+                                            int(rng.integers(-2, 20)), date)))
+        con.executemany('INSERT INTO examples VALUES (?, ?, ?)', rows)
+        con.execute('INSERT INTO client_metadata VALUES (?, ?, ?)',
+                    (cid, split, n))
+        total += n
+      counts[split] = total
+    con.execute('CREATE INDEX examples_client ON examples '
+                '(client_id, split_name);')
+    con.commit()
+  finally:
+    con.close()
+  os.replace(tmp, path)
+  order = np.argsort(-word_counts, kind='stable')
+  with open(os.path.join(cache_dir, data.WORD_COUNTS_NAME), 'w',
+            encoding='utf-8') as f:
+    for i in order:
+      if word_counts[i] > 0:
+        f.write(f'{lang.words[i]} {word_counts[i]}\n')
+  return counts
+
+
+def ensure_generated(cache_dir: str, *, seed: int = 0,
+                     **kwargs) -> Optional[Dict[str, int]]:
+  """Generates the database unless `cache_dir` already has one."""
+  if os.path.isfile(data.database_path(cache_dir)):
+    return None
+  return generate(cache_dir, seed=seed, **kwargs)
