@@ -148,13 +148,14 @@ def build_to_ids_fn(vocab: Sequence[str], sequence_length: int):
   table = tf.lookup.StaticVocabularyTable(
       tf.lookup.KeyValueTensorInitializer(
           keys=tf.constant(list(vocab)),
-          values=tf.range(1, vocab_size + 1, dtype=tf.int64)),
+          values=tf.range(vocab_size, dtype=tf.int64)),
       num_oov_buckets=1)
 
   def to_ids(example):
     words = tf.strings.split(example['tokens'], sep=' ')[:sequence_length]
-    ids = table.lookup(words)
-    # The OOV bucket is id vocab_size + 1 = oov already (values 1..V).
+    # Words map to 0..V-1 and the OOV bucket to V; shift by one so that
+    # 0 is pad, words are 1..V and OOV is V+1.
+    ids = table.lookup(words) + 1
     ids = tf.concat([[tf.constant(bos, tf.int64)], ids], axis=0)
     ids = tf.cond(
         tf.size(words) < sequence_length,
@@ -162,7 +163,7 @@ def build_to_ids_fn(vocab: Sequence[str], sequence_length: int):
         lambda: ids)
     return ids
 
-  del oov
+  assert oov == vocab_size + 1
   return to_ids
 
 

@@ -188,7 +188,7 @@ class _MetricsWriter:
     if os.path.exists(self.path):
       with open(self.path, newline='') as f:
         self.rows = [r for r in csv.DictReader(f)
-                     if int(r['round']) < resume_round]
+                     if int(r['round']) <= resume_round]
     self.tb = tf.summary.create_file_writer(
         os.path.join(output_dir, 'tensorboard'))
 

@@ -1,0 +1,170 @@
+"""Seconds per round, sequences per second and peak memory of one round.
+
+Paper-size CIFG model (vocab 10000, 670 units, embedding 96; 2.4M
+parameters) on the generated StackOverflow-format data, at 10 and 50 clients
+per round, for:
+  tff_none     TFF FedAvg with a plain mean,
+  tff_dp_ftrl  TFF with DP-FTRL tree aggregation (clip + noise),
+  keras        a plain Keras loop doing the same client work (SGD from the
+               global model on every client's batches, averaged deltas).
+Every case runs in its own process (so peak memory is its own: the maximum
+of the Python process and its TFF worker_binary), a warm-up round first, then
+`--rounds` timed rounds over the same cohorts for every case.
+
+  python -m benchmarks.round_time [--rounds=3] [--clients=10,50]
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+_CASE = flags.DEFINE_string('case', None, 'Internal: run one case.')
+_CLIENTS = flags.DEFINE_list('clients', ['10', '50'], 'Clients per round.')
+_ROUNDS = flags.DEFINE_integer('rounds', 3, 'Timed rounds per case.')
+_CACHE = flags.DEFINE_string('cache_dir', '/tmp/dpftrl_bench_data',
+                             'Generated data for the benchmark.')
+_VOCAB = flags.DEFINE_integer('vocab_size', 10000, 'Model vocabulary.')
+_LATENT = flags.DEFINE_integer('latent_size', 670, 'CIFG units.')
+_EMBEDDING = flags.DEFINE_integer('embedding_size', 96, 'Embedding size.')
+_CASES = flags.DEFINE_list('cases', ['keras', 'tff_none', 'tff_dp_ftrl'],
+                           'Cases to run.')
+
+
+def _peak_rss_mb(pids):
+  peak = 0
+  for pid in pids:
+    try:
+      with open(f'/proc/{pid}/status') as f:
+        for line in f:
+          if line.startswith('VmHWM:'):
+            peak = max(peak, int(line.split()[1]) / 1024)
+    except OSError:
+      pass
+  return peak
+
+
+def _run_case(case, clients, rounds):
+  """Runs one case in this process; returns its measurements."""
+  from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
+  runtime.install()
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff import data  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff import metrics  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
+
+  train_data, _, _ = data.load_stackoverflow(_CACHE.value)
+  config = training.TrainConfig(
+      clients_per_round=clients, vocab_size=_VOCAB.value,
+      latent_size=_LATENT.value, embedding_size=_EMBEDDING.value,
+      aggregator='dp_ftrl' if case == 'tff_dp_ftrl' else 'none',
+      noise_multiplier=1.0, clip_norm=1.0, seed=0, debug_measurements=False)
+  vocab = data.load_vocab(_CACHE.value, config.vocab_size)
+  preprocess = data.build_preprocess_fn(
+      vocab, sequence_length=config.sequence_length,
+      max_elements_per_client=config.max_elements_per_client,
+      batch_size=config.client_batch_size)
+  sampler = participation.UniformSampler(train_data.client_ids, clients, 0)
+  cohorts = [[preprocess(train_data.create_tf_dataset_for_client(c))
+              for c in sampler.sample(r)] for r in range(rounds + 1)]
+  sequences = [sum(int(x.shape[0]) for ds in cohort for x, _ in ds)
+               for cohort in cohorts]
+
+  if case == 'keras':
+    model = training.build_keras_model(config)
+    loss_fn = metrics.MaskedCrossEntropy()
+    opt = tf.keras.optimizers.SGD(config.client_lr)
+    global_weights = [tf.Variable(w) for w in model.trainable_variables]
+
+    @tf.function
+    def client_step(x, y):
+      with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+      grads = tape.gradient(loss, model.trainable_variables)
+      opt.apply_gradients(zip(grads, model.trainable_variables))
+
+    def run_round(cohort):
+      total = [tf.zeros_like(w) for w in global_weights]
+      for ds in cohort:
+        for v, g in zip(model.trainable_variables, global_weights):
+          v.assign(g)
+        for x, y in ds:
+          client_step(x, y)
+        total = [t + (v - g) for t, v, g in
+                 zip(total, model.trainable_variables, global_weights)]
+      for g, t in zip(global_weights, total):
+        g.assign_add(t / len(cohort))
+  else:
+    process = training.build_learning_process(config)
+    state = process.initialize()
+
+    def run_round(cohort):
+      nonlocal state
+      state = process.next(state, cohort).state
+
+  run_round(cohorts[0])   # warm-up (tracing)
+  start = time.perf_counter()
+  for cohort in cohorts[1:]:
+    run_round(cohort)
+  seconds = (time.perf_counter() - start) / rounds
+  peak = _peak_rss_mb([os.getpid()] + runtime.worker_pids())
+  del np
+  return dict(case=case, clients=clients,
+              seconds_per_round=seconds,
+              sequences_per_second=sum(sequences[1:]) / (seconds * rounds),
+              peak_memory_mb=peak)
+
+
+def main(argv):
+  del argv
+  if _CASE.value:
+    case, clients = _CASE.value.split(':')
+    print('RESULT ' + json.dumps(_run_case(case, int(clients),
+                                           _ROUNDS.value)))
+    return 0
+  from dpftrl_tff import synthetic  # pylint: disable=g-import-not-at-top
+  synthetic.ensure_generated(_CACHE.value, seed=0, num_words=12000)
+  results = []
+  for clients in [int(c) for c in _CLIENTS.value]:
+    for case in _CASES.value:
+      proc = subprocess.run(
+          [sys.executable, '-m', 'benchmarks.round_time',
+           f'--case={case}:{clients}', f'--rounds={_ROUNDS.value}',
+           f'--cache_dir={_CACHE.value}', f'--vocab_size={_VOCAB.value}',
+           f'--latent_size={_LATENT.value}',
+           f'--embedding_size={_EMBEDDING.value}'],
+          capture_output=True, text=True, check=False,
+          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+      lines = [l for l in proc.stdout.splitlines() if l.startswith('RESULT ')]
+      if proc.returncode or not lines:
+        print(f'{case} at {clients} clients failed:\n{proc.stderr[-2000:]}')
+        continue
+      results.append(json.loads(lines[-1][len('RESULT '):]))
+      r = results[-1]
+      print(f'{r["case"]:12} clients {r["clients"]:3d}: '
+            f'{r["seconds_per_round"]:7.2f} s/round '
+            f'{r["sequences_per_second"]:7.1f} seq/s '
+            f'peak {r["peak_memory_mb"]:7.0f} MB', flush=True)
+  by = {(r['case'], r['clients']): r for r in results}
+  for clients in [int(c) for c in _CLIENTS.value]:
+    keras, none, dp = (by.get((c, clients))
+                       for c in ('keras', 'tff_none', 'tff_dp_ftrl'))
+    if keras and none:
+      print(f'clients {clients}: TFF/Keras throughput '
+            f'{none["sequences_per_second"] / keras["sequences_per_second"]:.2f}'
+            ' (goal >= 0.9)')
+    if none and dp:
+      print(f'clients {clients}: DP-FTRL round time overhead '
+            f'{100 * (dp["seconds_per_round"] / none["seconds_per_round"] - 1):+.1f}%'
+            ' (goal <= 5% at 50 clients)')
+  return 0
+
+
+if __name__ == '__main__':
+  app.run(main)

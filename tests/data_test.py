@@ -1,0 +1,180 @@
+"""Tests of preprocessing, the generated database and data validation."""
+
+import collections
+import os
+import sqlite3
+import tempfile
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from dpftrl_tff import data
+from dpftrl_tff import metrics
+from dpftrl_tff import synthetic
+
+_CACHE = None
+
+
+def generated_cache():
+  """One small generated database shared by the tests of this module."""
+  global _CACHE
+  if _CACHE is None:
+    _CACHE = tempfile.mkdtemp()
+    synthetic.generate(_CACHE, num_train_clients=400, num_heldout_clients=60,
+                       num_test_clients=60, num_words=800, seed=3)
+  return _CACHE
+
+
+class PreprocessTest(parameterized.TestCase):
+
+  def test_ids_bos_eos_oov_and_padding(self):
+    vocab = ['a', 'b', 'c']
+    pre = data.build_preprocess_fn(vocab, sequence_length=4, batch_size=2,
+                                   max_elements_per_client=10)
+    ds = tf.data.Dataset.from_tensor_slices(
+        {'tokens': ['a b zz', 'c c c c c c']})
+    (x, y), = list(pre(ds))
+    # ids: pad 0, words 1..3, OOV 4, BOS 5, EOS 6.
+    np.testing.assert_array_equal(x.numpy(), [[5, 1, 2, 4], [5, 3, 3, 3]])
+    np.testing.assert_array_equal(y.numpy(), [[1, 2, 4, 6], [3, 3, 3, 3]])
+
+  def test_max_elements_and_epochs(self):
+    pre = data.build_preprocess_fn(['a'], sequence_length=3, batch_size=1,
+                                   max_elements_per_client=2, num_epochs=3)
+    ds = tf.data.Dataset.from_tensor_slices({'tokens': ['a'] * 5})
+    self.assertLen(list(pre(ds)), 6)
+
+  def test_in_vocab_accuracy_excludes_pad_oov_eos(self):
+    metric = metrics.InVocabAccuracy(vocab_size=3)
+    y_true = tf.constant([[1, 2, 4, 6, 0]], tf.int64)   # word word OOV EOS pad
+    predicted = tf.constant([[1, 3, 4, 6, 0]], tf.int64)
+    metric.update_state(y_true, tf.one_hot(predicted, 7))
+    self.assertAlmostEqual(float(metric.result()), 0.5)
+
+  def test_word_count_file(self):
+    path = os.path.join(tempfile.mkdtemp(), 'wc')
+    with open(path, 'w') as f:
+      f.write('the 10\nof 5\nto 2\n')
+    self.assertEqual(data.load_word_counts_file(path, 2), ['the', 'of'])
+    with open(path, 'w') as f:
+      f.write('the ten\n')
+    with self.assertRaisesRegex(data.DataError, 'word count'):
+      data.load_word_counts_file(path, 2)
+
+
+class GeneratedDatabaseTest(parameterized.TestCase):
+
+  def test_schema_is_tffs(self):
+    path = data.check_database(generated_cache())
+    con = sqlite3.connect(path)
+    cols = [r[1] for r in con.execute('PRAGMA table_info(examples)')]
+    self.assertEqual(cols, ['split_name', 'client_id',
+                            'serialized_example_proto'])
+    cols = [r[1] for r in con.execute('PRAGMA table_info(client_metadata)')]
+    self.assertEqual(cols, ['client_id', 'split_name', 'num_examples'])
+    counts = dict(con.execute('SELECT split_name, COUNT(*) FROM '
+                              'client_metadata GROUP BY split_name'))
+    self.assertEqual(counts, {'train': 400, 'heldout': 60, 'test': 60})
+
+  def test_loads_through_tff_with_all_features(self):
+    train, heldout, test = data.load_stackoverflow(generated_cache())
+    self.assertLen(train.client_ids, 400)
+    self.assertLen(heldout.client_ids, 60)
+    self.assertLen(test.client_ids, 60)
+    example = next(iter(train.create_tf_dataset_for_client(
+        train.client_ids[0])))
+    self.assertEqual(set(example), {'creation_date', 'score', 'tags', 'title',
+                                    'tokens', 'type'})
+    self.assertIn(example['type'].numpy(), (b'question', b'answer'))
+
+  def test_deterministic_by_seed(self):
+    a, b = tempfile.mkdtemp(), tempfile.mkdtemp()
+    for d in (a, b):
+      synthetic.generate(d, num_train_clients=20, num_heldout_clients=3,
+                         num_test_clients=3, num_words=100, seed=5)
+    rows = []
+    for d in (a, b):
+      con = sqlite3.connect(data.database_path(d))
+      rows.append(con.execute('SELECT * FROM examples').fetchall())
+    self.assertEqual(rows[0], rows[1])
+
+  def test_heavy_tailed_and_non_iid(self):
+    path = data.database_path(generated_cache())
+    con = sqlite3.connect(path)
+    sizes = np.array([n for (n,) in con.execute(
+        "SELECT num_examples FROM client_metadata WHERE split_name='train'")])
+    self.assertGreater(sizes.max(), 8 * np.median(sizes))   # heavy tail
+    train, _, _ = data.load_stackoverflow(generated_cache())
+    # Non-IID: a client's word distribution is far from the global one.
+    global_counts = collections.Counter()
+    per_client = []
+    for cid in train.client_ids[:60]:
+      c = collections.Counter()
+      for ex in train.create_tf_dataset_for_client(cid):
+        c.update(ex['tokens'].numpy().decode().split())
+      per_client.append(c)
+      global_counts.update(c)
+    total = sum(global_counts.values())
+
+    def tv(c):
+      n = sum(c.values())
+      words = set(c) | set(global_counts)
+      return 0.5 * sum(abs(c[w] / n - global_counts[w] / total)
+                       for w in words)
+    self.assertGreater(np.median([tv(c) for c in per_client
+                                  if sum(c.values()) > 100]), 0.3)
+
+  def test_bigram_structure_beats_unigram(self):
+    train, heldout, _ = data.load_stackoverflow(generated_cache())
+    uni, bi = collections.Counter(), collections.defaultdict(
+        collections.Counter)
+    for cid in train.client_ids:
+      for ex in train.create_tf_dataset_for_client(cid):
+        words = ['<s>'] + ex['tokens'].numpy().decode().split()
+        uni.update(words[1:])
+        for a, b in zip(words[:-1], words[1:]):
+          bi[a][b] += 1
+    top = uni.most_common(1)[0][0]
+    hits_uni = hits_bi = n = 0
+    for cid in heldout.client_ids:
+      for ex in heldout.create_tf_dataset_for_client(cid):
+        words = ['<s>'] + ex['tokens'].numpy().decode().split()
+        for a, b in zip(words[:-1], words[1:]):
+          n += 1
+          hits_uni += b == top
+          hits_bi += bool(bi[a]) and bi[a].most_common(1)[0][0] == b
+    self.assertGreater(hits_bi / n, 2.5 * hits_uni / n)
+
+  def test_word_counts_file_written(self):
+    vocab = data.load_vocab(generated_cache(), 50)
+    self.assertLen(vocab, 50)
+
+
+class DatabaseValidationTest(parameterized.TestCase):
+
+  def test_missing_database(self):
+    with self.assertRaisesRegex(data.DataError, 'no stackoverflow.sqlite'):
+      data.check_database(tempfile.mkdtemp())
+
+  def test_missing_table(self):
+    d = tempfile.mkdtemp()
+    con = sqlite3.connect(data.database_path(d))
+    con.execute('CREATE TABLE examples (split_name TEXT, client_id TEXT, '
+                'serialized_example_proto BLOB)')
+    con.commit()
+    con.close()
+    with self.assertRaisesRegex(data.DataError, 'client_metadata'):
+      data.check_database(d)
+
+  def test_not_sqlite(self):
+    d = tempfile.mkdtemp()
+    with open(data.database_path(d), 'w') as f:
+      f.write('not a database' * 100)
+    with self.assertRaisesRegex(data.DataError, 'not a readable SQLite'):
+      data.check_database(d)
+
+
+if __name__ == '__main__':
+  absltest.main()

@@ -1,0 +1,180 @@
+"""Tests of the training loop and the training binary."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+
+from dpftrl_tff import data
+from dpftrl_tff import runtime
+from dpftrl_tff import synthetic
+from dpftrl_tff import training
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CACHE = None
+
+
+def cache_dir():
+  global _CACHE
+  if _CACHE is None:
+    _CACHE = tempfile.mkdtemp()
+    synthetic.generate(_CACHE, num_train_clients=200, num_heldout_clients=30,
+                       num_test_clients=30, num_words=400, seed=1)
+  return _CACHE
+
+
+def tiny_config(**overrides):
+  config = training.TrainConfig(
+      total_rounds=4, clients_per_round=4, client_lr=0.5, server_lr=1.0,
+      vocab_size=100, latent_size=8, embedding_size=4,
+      max_elements_per_client=8, rounds_per_eval=2, num_eval_examples=100,
+      rounds_per_checkpoint=1, aggregator='dp_ftrl', noise_multiplier=0.5,
+      clip_norm=0.5, noise_seed=11, seed=5)
+  for k, v in overrides.items():
+    setattr(config, k, v)
+  return config
+
+
+def train(config, output_dir, **kwargs):
+  train_data, heldout, _ = data.load_stackoverflow(cache_dir())
+  vocab = data.load_vocab(cache_dir(), config.vocab_size)
+  return training.train(config, train_data=train_data, eval_data=heldout,
+                        vocab=vocab, output_dir=output_dir,
+                        print_fn=lambda s: None, **kwargs)
+
+
+def _weights(output_dir):
+  with np.load(os.path.join(output_dir, training.FINAL_WEIGHTS_FILE)) as f:
+    return [f[k] for k in sorted(f.files, key=lambda k: int(k.split('_')[1]))]
+
+
+class TrainingLoopTest(parameterized.TestCase):
+
+  def test_resumed_run_equals_uninterrupted_run(self):
+    root = tempfile.mkdtemp()
+    full = os.path.join(root, 'full')
+    train(tiny_config(), full)
+    killed = os.path.join(root, 'killed')
+    summary = train(tiny_config(), killed, stop_after_round=2)
+    self.assertEqual(summary['rounds'], 2)
+    train(tiny_config(), killed)   # resumes from round 2
+    for a, b in zip(_weights(full), _weights(killed)):
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    with open(os.path.join(killed, training.METRICS_FILE)) as f:
+      rounds = [int(r['round']) for r in csv.DictReader(f)]
+    self.assertEqual(rounds, [1, 2, 3, 4])
+    with open(os.path.join(full, training.METRICS_FILE)) as f:
+      rows = list(csv.DictReader(f))
+    self.assertIn('eval_in_vocab_accuracy', rows[1])
+    self.assertIn('server_update_norm', rows[0])
+    self.assertIn('aggregator_average_client_norm', rows[0])
+    self.assertTrue(os.listdir(os.path.join(full, 'tensorboard')))
+    with open(os.path.join(full, training.HPARAMS_FILE)) as f:
+      self.assertEqual(json.load(f)['noise_multiplier'], 0.5)
+    with open(os.path.join(full, training.SUMMARY_FILE)) as f:
+      summary = json.load(f)
+    self.assertGreater(summary['privacy']['zcdp'], 0)
+
+  def test_refuses_other_runs_directory(self):
+    root = tempfile.mkdtemp()
+    out = os.path.join(root, 'run')
+    train(tiny_config(total_rounds=1), out)
+    with self.assertRaisesRegex(ValueError, 'noise_multiplier'):
+      train(tiny_config(total_rounds=1, noise_multiplier=0.9), out)
+    other = os.path.join(root, 'other')
+    os.makedirs(other)
+    with open(os.path.join(other, 'notes.txt'), 'w') as f:
+      f.write('x')
+    with self.assertRaisesRegex(ValueError, 'not a dpftrl_tff run'):
+      train(tiny_config(total_rounds=1), other)
+
+  def test_clients_per_round_larger_than_population(self):
+    with self.assertRaisesRegex(ValueError, '--clients_per_round=500'):
+      train(tiny_config(clients_per_round=500), tempfile.mkdtemp())
+
+
+def _run_binary(*args, timeout=300):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  return subprocess.run(
+      [sys.executable, '-m', 'experiments.run_stackoverflow', *args],
+      cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _tiny_flags(out_root, name='run'):
+  return [f'--cache_dir={cache_dir()}', f'--root_output_dir={out_root}',
+          f'--experiment_name={name}', '--total_rounds=2',
+          '--clients_per_round=3', '--vocab_size=100', '--latent_size=8',
+          '--embedding_size=4', '--max_elements_per_client=8',
+          '--num_eval_examples=50', '--rounds_per_eval=1',
+          '--noise_multiplier=0.5', '--seed=1']
+
+
+class BinaryTest(parameterized.TestCase):
+
+  def test_runs_and_prints_accuracy_and_privacy(self):
+    proc = _run_binary(*_tiny_flags(tempfile.mkdtemp()))
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    self.assertIn('Final eval in-vocab accuracy', proc.stdout)
+    self.assertIn('rho-zCDP', proc.stdout)
+    self.assertIn('ETA', proc.stdout)
+
+  @parameterized.named_parameters(
+      ('negative_noise', ['--noise_multiplier=-1'], '--noise_multiplier'),
+      ('nan_noise', ['--noise_multiplier=nan'], '--noise_multiplier'),
+      ('zero_clip', ['--clip_norm=0'], '--clip_norm'),
+      ('too_many_clients', ['--clients_per_round=100000'],
+       '--clients_per_round'),
+      ('unknown_aggregator', ['--aggregator=dp_sgd'], '--aggregator'),
+      ('empty_cache_dir', ['--cache_dir=/nonexistent_dpftrl'], '--cache_dir'),
+  )
+  def test_bad_input_is_refused_clearly(self, extra, flag):
+    proc = _run_binary(*_tiny_flags(tempfile.mkdtemp()), *extra, timeout=120)
+    self.assertNotEqual(proc.returncode, 0)
+    self.assertIn(flag, proc.stderr)
+    self.assertNotIn('Traceback', proc.stderr)
+
+  def test_database_without_tables(self):
+    bad = tempfile.mkdtemp()
+    import sqlite3  # pylint: disable=g-import-not-at-top
+    sqlite3.connect(data.database_path(bad)).execute(
+        'CREATE TABLE foo (x INT)').connection.commit()
+    proc = _run_binary(*_tiny_flags(tempfile.mkdtemp()), f'--cache_dir={bad}')
+    self.assertNotEqual(proc.returncode, 0)
+    self.assertIn('no table "examples"', proc.stderr)
+    self.assertNotIn('Traceback', proc.stderr)
+
+  def test_ctrl_c_leaves_no_worker(self):
+    before = set(runtime.worker_pids())
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+    flags = _tiny_flags(tempfile.mkdtemp())
+    flags[flags.index('--total_rounds=2')] = '--total_rounds=500'
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'experiments.run_stackoverflow', *flags],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True)
+    deadline = time.monotonic() + 240
+    for line in proc.stdout:
+      if line.startswith('round 1/'):
+        break
+      self.assertLess(time.monotonic(), deadline)
+    workers = [p for p in runtime._children(proc.pid)  # pylint: disable=protected-access
+               if runtime._name(p) == 'worker_binary']  # pylint: disable=protected-access
+    self.assertNotEmpty(workers)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)   # EOF: nobody holds the pipe any more
+    time.sleep(0.5)
+    alive = [p for p in workers if runtime._alive(p)]  # pylint: disable=protected-access
+    self.assertEmpty(alive)
+    self.assertEqual(set(runtime.worker_pids()), before)
+
+
+if __name__ == '__main__':
+  absltest.main()
