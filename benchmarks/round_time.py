@@ -82,7 +82,9 @@ def _run_case(case, clients, rounds):
     opt = tf.keras.optimizers.SGD(config.client_lr)
     global_weights = [tf.Variable(w) for w in model.trainable_variables]
 
-    @tf.function
+    spec = tf.TensorSpec([None, config.sequence_length], tf.int64)
+
+    @tf.function(input_signature=[spec, spec])
     def client_step(x, y):
       with tf.GradientTape() as tape:
         loss = loss_fn(y, model(x, training=True))

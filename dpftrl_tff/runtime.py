@@ -53,6 +53,7 @@ def _name(pid: int) -> str:
 
 
 def _alive(pid: int) -> bool:
+  """True if `pid` exists and is not a zombie."""
   try:
     with open(f'/proc/{pid}/stat') as f:
       return f.read().split(')')[-1].split()[0] != 'Z'
@@ -62,7 +63,8 @@ def _alive(pid: int) -> bool:
 
 def worker_pids() -> List[int]:
   """Pids of the TFF workers started by this process (or its children)."""
-  return [p for p in _children(os.getpid()) if _name(p) == _WORKER_NAME]
+  return [p for p in _children(os.getpid())
+          if _name(p) == _WORKER_NAME and _alive(p)]
 
 
 def shutdown_workers(timeout: float = 5.0) -> int:
@@ -86,11 +88,10 @@ def shutdown_workers(timeout: float = 5.0) -> int:
         os.kill(pid, signal.SIGKILL)
       except ProcessLookupError:
         pass
-  for pid in pids:   # Reap, if they are our direct children.
-    try:
-      os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-      pass
+  # Not reaped on purpose: TFF's ServiceManager owns the Popen object and,
+  # when it next needs a worker, signals and waits for the old one before
+  # starting a new one; a zombie holds no pipes and is reaped then (or at
+  # exit), whereas a pid reaped here would make that signal fail.
   return len(pids)
 
 

@@ -259,6 +259,7 @@ class Evaluator:
     self.accuracy = lm_metrics.InVocabAccuracy(vocab_size)
     self.tokens = lm_metrics.NumTokens()
     self.loss_sum = tf.Variable(0.0, dtype=tf.float64)
+    self._baseline = None
 
     @tf.function
     def _step(x, y):
@@ -280,6 +281,20 @@ class Evaluator:
     return dict(loss=float(self.loss_sum.numpy()) / max(tokens, 1.0),
                 in_vocab_accuracy=float(self.accuracy.result()),
                 num_tokens=tokens)
+
+  def unigram_baseline(self) -> float:
+    """In-vocab accuracy of always predicting the most frequent word.
+
+    Word id 1 is the most frequent word of the vocabulary (word counts are
+    sorted), the unigram guess the trained model must beat.
+    """
+    if self._baseline is None:
+      metric = lm_metrics.InVocabAccuracy(self.accuracy.vocab_size)
+      num_ids = self.accuracy.vocab_size + 4
+      for _, y in self.dataset:
+        metric.update_state(y, tf.one_hot(tf.ones_like(y), num_ids))
+      self._baseline = float(metric.result())
+    return self._baseline
 
 
 def privacy_spent(config: TrainConfig, rounds: int,
@@ -413,6 +428,7 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
            *[np.asarray(w) for w in weights])
   summary = dict(rounds=rounds_done, total_rounds=config.total_rounds,
                  final_eval=last_eval,
+                 unigram_baseline_accuracy=evaluator.unigram_baseline(),
                  privacy=privacy_spent(config, rounds_done, log),
                  seconds=time.monotonic() - started)
   with open(os.path.join(output_dir, SUMMARY_FILE), 'w') as f:

@@ -167,7 +167,8 @@ def run() -> dict:
   if final:
     print(f'Final eval in-vocab accuracy: '
           f'{final["in_vocab_accuracy"]:.4f} (loss {final["loss"]:.4f}) '
-          f'after {summary["rounds"]} rounds')
+          f'after {summary["rounds"]} rounds; unigram baseline (always the '
+          f'most frequent word) {summary["unigram_baseline_accuracy"]:.4f}')
   privacy = summary['privacy']
   if privacy is None:
     print('Privacy: none (--aggregator=none or --noise_multiplier=0).')

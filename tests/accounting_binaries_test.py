@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
 from absl.testing import absltest
@@ -12,13 +10,9 @@ from absl.testing import parameterized
 from dpftrl_tff import accounting
 from experiments import reproduce_tables
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests import fixtures
 
-
-def _run(module, *args):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
-  return subprocess.run([sys.executable, '-m', module, *args], cwd=ROOT,
-                        env=env, capture_output=True, text=True, timeout=300)
+_run = fixtures.run_module
 
 
 class PrivacyAccountantTest(parameterized.TestCase):

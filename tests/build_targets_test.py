@@ -37,9 +37,10 @@ class BuildTargetsTest(absltest.TestCase):
     for folder, rule in expected_rule.items():
       for path in sorted((ROOT / folder).rglob('*.py')):
         rel = os.path.relpath(path, ROOT)
-        if path.name == '__init__.py' and folder != 'dpftrl_tff':
+        if path.name == '__init__.py' and folder not in ('dpftrl_tff',
+                                                         'tests'):
           continue
-        if path.name == 'conftest.py':
+        if path.name in ('conftest.py', 'fixtures.py'):
           rule_here = 'py_library'
         else:
           rule_here = rule

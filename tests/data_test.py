@@ -13,18 +13,11 @@ import tensorflow as tf
 from dpftrl_tff import data
 from dpftrl_tff import metrics
 from dpftrl_tff import synthetic
-
-_CACHE = None
+from tests import fixtures
 
 
 def generated_cache():
-  """One small generated database shared by the tests of this module."""
-  global _CACHE
-  if _CACHE is None:
-    _CACHE = tempfile.mkdtemp()
-    synthetic.generate(_CACHE, num_train_clients=400, num_heldout_clients=60,
-                       num_test_clients=60, num_words=800, seed=3)
-  return _CACHE
+  return fixtures.generated_cache(420, 800, 3)
 
 
 class PreprocessTest(parameterized.TestCase):
@@ -76,11 +69,11 @@ class GeneratedDatabaseTest(parameterized.TestCase):
     self.assertEqual(cols, ['client_id', 'split_name', 'num_examples'])
     counts = dict(con.execute('SELECT split_name, COUNT(*) FROM '
                               'client_metadata GROUP BY split_name'))
-    self.assertEqual(counts, {'train': 400, 'heldout': 60, 'test': 60})
+    self.assertEqual(counts, {'train': 420, 'heldout': 60, 'test': 60})
 
   def test_loads_through_tff_with_all_features(self):
     train, heldout, test = data.load_stackoverflow(generated_cache())
-    self.assertLen(train.client_ids, 400)
+    self.assertLen(train.client_ids, 420)
     self.assertLen(heldout.client_ids, 60)
     self.assertLen(test.client_ids, 60)
     example = next(iter(train.create_tf_dataset_for_client(

@@ -15,20 +15,14 @@ import numpy as np
 
 from dpftrl_tff import data
 from dpftrl_tff import runtime
-from dpftrl_tff import synthetic
 from dpftrl_tff import training
+from tests import fixtures
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_CACHE = None
+ROOT = fixtures.ROOT
 
 
 def cache_dir():
-  global _CACHE
-  if _CACHE is None:
-    _CACHE = tempfile.mkdtemp()
-    synthetic.generate(_CACHE, num_train_clients=200, num_heldout_clients=30,
-                       num_test_clients=30, num_words=400, seed=1)
-  return _CACHE
+  return fixtures.generated_cache(210, 400, 1)
 
 
 def tiny_config(**overrides):
@@ -102,10 +96,8 @@ class TrainingLoopTest(parameterized.TestCase):
 
 
 def _run_binary(*args, timeout=300):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
-  return subprocess.run(
-      [sys.executable, '-m', 'experiments.run_stackoverflow', *args],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+  return fixtures.run_module('experiments.run_stackoverflow', *args,
+                             timeout=timeout)
 
 
 def _tiny_flags(out_root, name='run'):

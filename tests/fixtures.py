@@ -1,0 +1,32 @@
+"""Shared test helpers: a generated database per size, running binaries."""
+
+import functools
+import os
+import subprocess
+import sys
+import tempfile
+
+from dpftrl_tff import synthetic
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@functools.lru_cache(maxsize=None)
+def generated_cache(num_train_clients: int, num_words: int,
+                    seed: int) -> str:
+  """A small generated StackOverflow-format database (made once per args)."""
+  cache = tempfile.mkdtemp()
+  num_eval = max(3, num_train_clients // 7)
+  synthetic.generate(cache, num_train_clients=num_train_clients,
+                     num_heldout_clients=num_eval, num_test_clients=num_eval,
+                     num_words=num_words, seed=seed)
+  return cache
+
+
+def run_module(module: str, *args: str,
+               timeout: float = 300) -> subprocess.CompletedProcess:
+  """Runs `python -m module args` from the checkout root, captured."""
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  return subprocess.run([sys.executable, '-m', module, *args], cwd=ROOT,
+                        env=env, capture_output=True, text=True,
+                        timeout=timeout)
