@@ -95,6 +95,24 @@ def shutdown_workers(timeout: float = 5.0) -> int:
   return len(pids)
 
 
+def _forget_tff_workers():
+  """Stops TFF's service managers from signalling workers at teardown.
+
+  TFF's ServiceManager.__del__ signals its worker when the interpreter tears
+  down, after the `subprocess` module is gone, and prints an ignored
+  AttributeError. Once the workers are stopped here, it has nothing to do.
+  """
+  import gc  # pylint: disable=g-import-not-at-top
+  for obj in gc.get_objects():
+    if type(obj).__name__ == 'ServiceManager' and hasattr(obj, '_process'):
+      obj._process = None  # pylint: disable=protected-access
+
+
+def _at_exit():
+  shutdown_workers()
+  _forget_tff_workers()
+
+
 def _on_signal(signum, frame):
   del frame
   shutdown_workers()
@@ -108,7 +126,7 @@ def install():
   if _installed:
     return
   _installed = True
-  atexit.register(shutdown_workers)
+  atexit.register(_at_exit)
   signal.signal(signal.SIGTERM, _on_signal)
   # Ctrl-C: let Python raise KeyboardInterrupt (atexit then runs), but also
   # make sure a hard second Ctrl-C still cleans up.

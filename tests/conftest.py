@@ -18,3 +18,4 @@ def _stop_tff_workers():
 def pytest_sessionfinish(session, exitstatus):
   del session, exitstatus
   runtime.shutdown_workers()
+  runtime._forget_tff_workers()  # pylint: disable=protected-access
