@@ -100,12 +100,13 @@ def _forget_tff_workers():
 
   TFF's ServiceManager.__del__ signals its worker when the interpreter tears
   down, after the `subprocess` module is gone, and prints an ignored
-  AttributeError. Once the workers are stopped here, it has nothing to do.
+  AttributeError. Once the workers are stopped here, it has nothing to do, so
+  its __del__ is replaced by a no-op.
   """
   import gc  # pylint: disable=g-import-not-at-top
   for obj in gc.get_objects():
     if type(obj).__name__ == 'ServiceManager' and hasattr(obj, '_process'):
-      obj._process = None  # pylint: disable=protected-access
+      type(obj).__del__ = lambda self: None
 
 
 def _at_exit():

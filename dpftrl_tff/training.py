@@ -31,7 +31,9 @@ from dpftrl_tff import data
 from dpftrl_tff import metrics as lm_metrics
 from dpftrl_tff import models
 from dpftrl_tff import participation
+from dpftrl_tff.aggregators import adaptive
 from dpftrl_tff.aggregators import dp_ftrl
+from dpftrl_tff.aggregators import secagg
 
 HPARAMS_FILE = 'hparams.json'
 METRICS_FILE = 'metrics.csv'
@@ -63,6 +65,17 @@ class TrainConfig:
   noise_multiplier: float = 0.0
   clip_norm: float = 1.0
   noise_seed: Optional[int] = None
+  # Adaptive clipping (aggregator dp_ftrl_adaptive, Algorithm 1).
+  initial_clip_norm: float = 0.1
+  target_unclipped_quantile: float = 0.5
+  clip_learning_rate: float = 0.2
+  clipped_count_stddev: Optional[float] = None
+  restart_warmup: int = 128
+  restart_frequency: int = 1024
+  # SecAgg-style discretization (Algorithm 2) of the client updates.
+  secagg: bool = False
+  secagg_scale: float = 1024.0
+  secagg_debug: bool = False
   seed: Optional[int] = None
   rounds_per_eval: int = 10
   num_eval_examples: int = 10000
@@ -96,10 +109,29 @@ class TrainConfig:
     if self.aggregator not in dp_ftrl.AGGREGATORS:
       raise ValueError(f'--aggregator={self.aggregator!r} is unknown; '
                        f'allowed: {", ".join(dp_ftrl.AGGREGATORS)}.')
+    if self.secagg:
+      if self.aggregator == 'dp_ftrl_adaptive':
+        raise ValueError('--secagg works with --aggregator=dp_ftrl (fixed '
+                         'clip) or none, not dp_ftrl_adaptive.')
+      checks.check_positive(self.secagg_scale, '--secagg_scale')
+      checks.check_positive(self.clip_norm, '--clip_norm')
     if self.aggregator == 'dp_ftrl':
       dp_ftrl.validate_dp_arguments(noise_multiplier=self.noise_multiplier,
                                     clip_norm=self.clip_norm,
                                     clients_per_round=self.clients_per_round)
+    if self.aggregator == 'dp_ftrl_adaptive':
+      dp_ftrl.validate_dp_arguments(noise_multiplier=self.noise_multiplier,
+                                    clip_norm=self.initial_clip_norm,
+                                    clients_per_round=self.clients_per_round)
+      adaptive.validate_adaptive_arguments(
+          noise_multiplier=self.noise_multiplier,
+          clients_per_round=self.clients_per_round,
+          initial_clip_norm=self.initial_clip_norm,
+          target_unclipped_quantile=self.target_unclipped_quantile,
+          clip_learning_rate=self.clip_learning_rate,
+          clipped_count_stddev=self.clipped_count_stddev,
+          restart_warmup=self.restart_warmup,
+          restart_frequency=self.restart_frequency)
     checks.check_int(self.rounds_per_eval, '--rounds_per_eval', minimum=1)
     checks.check_int(self.num_eval_examples, '--num_eval_examples',
                      minimum=1)
@@ -131,16 +163,48 @@ def build_model_fn(config: TrainConfig) -> Callable[[], Any]:
 
 def build_aggregator(config: TrainConfig, model_fn):
   """The model-update aggregation factory named by config.aggregator."""
+  record_specs = tff.types.type_to_tf_tensor_specs(
+      tff.learning.models.weights_type_from_model(model_fn).trainable)
+  secagg_factory = None
+  noise_multiplier = config.noise_multiplier
+  if config.secagg:
+    secagg_factory = secagg.SecAggDiscretizationFactory(
+        clip_norm=config.clip_norm, scale=config.secagg_scale,
+        report_goal=config.clients_per_round, debug=config.secagg_debug)
+    params = secagg_factory.params_for(
+        sum(int(np.prod(s.shape)) for s in tf.nest.flatten(record_specs)))
+    noise_multiplier = secagg.noise_multiplier_for_secagg(
+        config.noise_multiplier, params)
+    logging.info('SecAgg: d=%d padded to %d, C_inf=%d, modulus %d (%d bits), '
+                 'C_inflated=%.6g; tree noise multiplier %.6g on C.',
+                 params.dim, params.padded_dim, params.linf_bound,
+                 params.modulus, params.bits_per_parameter,
+                 params.inflated_clip_norm, noise_multiplier)
   if config.aggregator == 'none':
-    factory = tff.aggregators.UnweightedMeanFactory()
-  elif config.aggregator == 'dp_ftrl':
-    record_specs = tff.types.type_to_tf_tensor_specs(
-        tff.learning.models.weights_type_from_model(model_fn).trainable)
-    factory = dp_ftrl.build_dp_ftrl_factory(
+    if secagg_factory is not None:
+      factory = tff.aggregators.UnweightedMeanFactory(
+          value_sum_factory=secagg_factory)
+    else:
+      factory = tff.aggregators.UnweightedMeanFactory()
+  elif config.aggregator == 'dp_ftrl_adaptive':
+    factory = adaptive.build_dp_ftrl_adaptive_factory(
         noise_multiplier=config.noise_multiplier,
         clients_per_round=config.clients_per_round,
-        clip_norm=config.clip_norm, record_specs=record_specs,
+        record_specs=record_specs,
+        initial_clip_norm=config.initial_clip_norm,
+        target_unclipped_quantile=config.target_unclipped_quantile,
+        clip_learning_rate=config.clip_learning_rate,
+        clipped_count_stddev=config.clipped_count_stddev,
+        restart_warmup=config.restart_warmup,
+        restart_frequency=config.restart_frequency,
         noise_seed=config.noise_seed)
+  elif config.aggregator == 'dp_ftrl':
+    factory = dp_ftrl.build_dp_ftrl_factory(
+        noise_multiplier=noise_multiplier,
+        clients_per_round=config.clients_per_round,
+        clip_norm=config.clip_norm, record_specs=record_specs,
+        noise_seed=config.noise_seed,
+        record_aggregation_factory=secagg_factory)
   else:
     raise ValueError(f'--aggregator={config.aggregator!r} is unknown.')
   if config.debug_measurements:
@@ -149,6 +213,13 @@ def build_aggregator(config: TrainConfig, model_fn):
 
 
 def build_learning_process(config: TrainConfig):
+  """TFF FedAvg with the configured aggregator.
+
+  With SecAgg the execution context becomes TFF's test context, the only one
+  that runs secure-sum intrinsics in simulation (as plain sums mod M).
+  """
+  if config.secagg:
+    tff.backends.test.set_sync_test_cpp_execution_context()
   model_fn = build_model_fn(config)
   return tff.learning.algorithms.build_unweighted_fed_avg(
       model_fn,
@@ -300,14 +371,21 @@ class Evaluator:
 def privacy_spent(config: TrainConfig, rounds: int,
                   log: participation.ParticipationLog) -> Optional[Dict]:
   """rho-zCDP and epsilon from the participation actually observed."""
-  if config.aggregator != 'dp_ftrl' or config.noise_multiplier <= 0:
+  if config.aggregator == 'none' or config.noise_multiplier <= 0:
     return None
   max_p = max(1, log.max_participation)
   min_sep = log.min_separation if log.min_separation >= 0 else rounds
+  restarts = []
+  if config.aggregator == 'dp_ftrl_adaptive':
+    restarts = accounting.paper_restart_rounds(
+        rounds, warmup=config.restart_warmup,
+        frequency=config.restart_frequency)
   report = accounting.compute_privacy(
       rounds=rounds, noise_multiplier=config.noise_multiplier,
-      max_participation=max_p, min_separation=min(min_sep, rounds))
+      max_participation=max_p, min_separation=min(min_sep, rounds),
+      restart_rounds=restarts)
   return dict(rounds=rounds, noise_multiplier=config.noise_multiplier,
+              restart_rounds=restarts,
               observed_max_participation=max_p,
               observed_min_separation=log.min_separation,
               zcdp=report.zcdp, epsilon=report.epsilon, delta=report.delta)
@@ -369,6 +447,12 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
   writer = _MetricsWriter(output_dir, start_round)
 
   previous_weights = process.get_model_weights(state).trainable
+  # The clip norm used in the coming round (C_theta of Algorithm 1).
+  clip_in_force = (config.initial_clip_norm
+                   if config.aggregator == 'dp_ftrl_adaptive'
+                   else config.clip_norm)
+  if writer.rows and writer.rows[-1].get('clip_norm_next_round'):
+    clip_in_force = float(writer.rows[-1]['clip_norm_next_round'])
   started = time.monotonic()
   last_eval: Dict[str, float] = {}
   end_round = config.total_rounds
@@ -403,6 +487,19 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
     for key, value in flat.items():
       if key.startswith('aggregator/'):
         row[key.replace('/', '_')] = value
+      if key.endswith('dp_query_metrics/current_clip') or key.endswith(
+          'dp_query_metrics/tree_agg_dpftrl_clip'):
+        # TFF reports the clip in force after the round (for the next one).
+        row['clip_norm_in_force'] = clip_in_force
+        clip_in_force = value
+      if key.endswith('dp_query_metrics/estimate_clip'):
+        row['clip_norm_estimate'] = value
+    if 'clip_norm_in_force' in row:
+      row['clip_norm_next_round'] = clip_in_force
+      for name in ('bits_per_parameter', 'rounding_retries',
+                   'rounding_failures', 'wraparounds', 'decode_error_l2'):
+        if key.endswith('/' + name):
+          row['secagg_' + name] = value
     done = round_num + 1
     if done % config.rounds_per_eval == 0 or done == config.total_rounds:
       process.get_model_weights(state).assign_weights_to(eval_model)

@@ -85,11 +85,41 @@ _SHARED = flags.DEFINE_bool('shared_embedding', _DEFAULTS.shared_embedding,
 # DP.
 _AGGREGATOR = flags.DEFINE_enum(
     'aggregator', _DEFAULTS.aggregator, list(dp_ftrl.AGGREGATORS),
-    'none: plain FedAvg mean; dp_ftrl: clipping + tree-aggregation noise.')
+    'none: plain FedAvg mean; dp_ftrl: fixed clip + tree-aggregation noise; '
+    'dp_ftrl_adaptive: Algorithm 1, adaptive clip through tree restarts.')
 _NOISE = flags.DEFINE_float('noise_multiplier', _DEFAULTS.noise_multiplier,
                             'Noise multiplier z (node noise std z * C).')
 _CLIP = flags.DEFINE_float('clip_norm', _DEFAULTS.clip_norm,
                            'l2 clip norm C of client updates.')
+_INITIAL_CLIP = flags.DEFINE_float(
+    'initial_clip_norm', _DEFAULTS.initial_clip_norm,
+    'dp_ftrl_adaptive: initial clip norm C^0.')
+_QUANTILE = flags.DEFINE_float(
+    'target_unclipped_quantile', _DEFAULTS.target_unclipped_quantile,
+    'dp_ftrl_adaptive: target quantile gamma of unclipped updates.')
+_CLIP_LR = flags.DEFINE_float('clip_learning_rate',
+                              _DEFAULTS.clip_learning_rate,
+                              'dp_ftrl_adaptive: clip learning rate eta_gamma.')
+_SIGMA_B = flags.DEFINE_float(
+    'clipped_count_stddev', None,
+    'dp_ftrl_adaptive: noise std sigma_b of the clipped counts; default '
+    'clients_per_round / 20.')
+_WARMUP = flags.DEFINE_integer(
+    'restart_warmup', _DEFAULTS.restart_warmup,
+    'dp_ftrl_adaptive: first tree restart (new clip) at this round.')
+_FREQUENCY = flags.DEFINE_integer(
+    'restart_frequency', _DEFAULTS.restart_frequency,
+    'dp_ftrl_adaptive: then a restart every this many rounds.')
+_SECAGG = flags.DEFINE_bool(
+    'secagg', False,
+    'SecAgg-style discretization of client updates (Algorithm 2) with '
+    'aggregator none or dp_ftrl; DP noise is calibrated to C_inflated.')
+_SECAGG_SCALE = flags.DEFINE_float('secagg_scale', _DEFAULTS.secagg_scale,
+                                   'SecAgg scale s.')
+_SECAGG_DEBUG = flags.DEFINE_bool(
+    'secagg_debug', False,
+    'Also record the l2 distance between the decoded and the true clipped '
+    'sum (simulation only).')
 _NOISE_SEED = flags.DEFINE_integer(
     'noise_seed', None,
     'Fixes the DP noise (tests only: no privacy). Unset: unpredictable.')
@@ -126,6 +156,13 @@ def config_from_flags() -> training.TrainConfig:
       shared_embedding=_SHARED.value, aggregator=_AGGREGATOR.value,
       noise_multiplier=_NOISE.value, clip_norm=_CLIP.value,
       noise_seed=_NOISE_SEED.value, seed=_SEED.value,
+      initial_clip_norm=_INITIAL_CLIP.value,
+      target_unclipped_quantile=_QUANTILE.value,
+      clip_learning_rate=_CLIP_LR.value,
+      clipped_count_stddev=_SIGMA_B.value,
+      restart_warmup=_WARMUP.value, restart_frequency=_FREQUENCY.value,
+      secagg=_SECAGG.value, secagg_scale=_SECAGG_SCALE.value,
+      secagg_debug=_SECAGG_DEBUG.value,
       rounds_per_eval=_ROUNDS_PER_EVAL.value,
       num_eval_examples=_NUM_EVAL.value,
       rounds_per_checkpoint=_ROUNDS_PER_CKPT.value,
@@ -176,6 +213,7 @@ def run() -> dict:
     print(f'Privacy spent: rho-zCDP {privacy["zcdp"]:.4g}, epsilon '
           f'{privacy["epsilon"]:.3f} at delta {privacy["delta"]:g} '
           f'(z={privacy["noise_multiplier"]:g}, T={privacy["rounds"]}, '
+          f'{len(privacy["restart_rounds"])} tree restarts, '
           f'observed MaxP={privacy["observed_max_participation"]}, '
           f'MinS={privacy["observed_min_separation"]}; -1: no client took '
           f'part twice)')

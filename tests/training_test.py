@@ -90,6 +90,42 @@ class TrainingLoopTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'not a dpftrl_tff run'):
       train(tiny_config(total_rounds=1), other)
 
+  def test_adaptive_clipping_records_clip_norms_and_restarts(self):
+    out = os.path.join(tempfile.mkdtemp(), 'adaptive')
+    summary = train(tiny_config(aggregator='dp_ftrl_adaptive', total_rounds=5,
+                                initial_clip_norm=0.05, restart_warmup=2,
+                                restart_frequency=3,
+                                clipped_count_stddev=1.0), out)
+    with open(os.path.join(out, training.METRICS_FILE)) as f:
+      rows = list(csv.DictReader(f))
+    in_force = [float(r['clip_norm_in_force']) for r in rows]
+    estimate = [float(r['clip_norm_estimate']) for r in rows]
+    # Trees restart at rounds 2 and 5 (0-based): rounds 0-1 use C^0, rounds
+    # 2-4 the estimate C^2 made after round 1.
+    self.assertAlmostEqual(in_force[0], 0.05, places=6)
+    self.assertAlmostEqual(in_force[0], in_force[1], places=6)
+    self.assertAlmostEqual(in_force[2], estimate[1], places=6)
+    self.assertEqual(in_force[2], in_force[3])
+    self.assertEqual(in_force[3], in_force[4])
+    self.assertNotEqual(in_force[1], in_force[2])
+    self.assertEqual(summary['privacy']['restart_rounds'], [2])
+
+  def test_secagg_inside_dp_ftrl(self):
+    out = os.path.join(tempfile.mkdtemp(), 'secagg')
+    train(tiny_config(total_rounds=2, secagg=True, secagg_scale=4096.0,
+                      secagg_debug=True), out)
+    with open(os.path.join(out, training.METRICS_FILE)) as f:
+      rows = list(csv.DictReader(f))
+    for row in rows:
+      self.assertEqual(float(row['secagg_wraparounds']), 0)
+      self.assertGreater(float(row['secagg_bits_per_parameter']), 1)
+      self.assertLess(float(row['secagg_decode_error_l2']), 0.1)
+
+  def test_secagg_with_adaptive_is_refused(self):
+    with self.assertRaisesRegex(ValueError, '--secagg'):
+      tiny_config(aggregator='dp_ftrl_adaptive', secagg=True,
+                  clipped_count_stddev=1.0).validate()
+
   def test_clients_per_round_larger_than_population(self):
     with self.assertRaisesRegex(ValueError, '--clients_per_round=500'):
       train(tiny_config(clients_per_round=500), tempfile.mkdtemp())

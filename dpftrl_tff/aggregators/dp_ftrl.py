@@ -24,7 +24,7 @@ import tensorflow_federated as tff
 
 from dpftrl_tff import checks
 
-AGGREGATORS = ('none', 'dp_ftrl')
+AGGREGATORS = ('none', 'dp_ftrl', 'dp_ftrl_adaptive')
 
 
 def validate_dp_arguments(*, noise_multiplier, clip_norm, clients_per_round):

@@ -1,0 +1,384 @@
+"""SecAgg-style discretization of client updates (paper's Algorithm 2).
+
+A TFF `UnweightedAggregationFactory` that sums client updates through a
+modular integer sum (SecAgg), usable as the record aggregation inside DP-FTRL.
+Each client, in this order (d = number of parameters, padded to d' = 2^k):
+
+  1. l2-clip to C and scale by s:       x <- s x min(1, C / ||x||)
+  2. rotate with the round's shared signs xi and the normalized Hadamard
+     matrix:                             x <- (1/sqrt(d')) H_{d'} D_xi x
+  3. clip to l_inf C_inf = ceil(2 s C log(d') / sqrt(d')):
+                                         x <- x min(1, C_inf / ||x||_inf)
+  4. conditional stochastic rounding: round every coordinate up with
+     probability equal to its fractional part, retrying until
+     ||x~||^2 <= s^2 C^2 + d'/4 + sqrt(2 log(1/alpha)) (s C + sqrt(d')/2)
+     (after `max_rounding_retries` failures the client sends zeros, which
+     meets the bound; counted in `rounding_failures`);
+  5. shift into {0..2 C_inf} and reduce mod M = 2 C_inf m + 1.
+
+The modular sum is taken by `inner_agg_factory` (default
+`tff.aggregators.SecureModularSumFactory(M)`, run as a plain sum mod M by
+TFF's test execution context in simulation). The server then decodes.
+
+Unshift, derived (the paper's box abbreviates it as Delta_t - C_inf): client
+i sends u_i = x~_i + C_inf 1 with every coordinate in [0, 2 C_inf]. With
+n <= m clients, sum_i u_i has coordinates in [0, 2 C_inf n] within
+[0, M - 1], so the modular sum S equals the integer sum and
+
+    sum_i x~_i = S - n C_inf 1      (n C_inf, not C_inf),
+
+then unscale by 1/s and unrotate, D_xi H_{d'}^T / sqrt(d') (H is symmetric),
+and drop the padding. More than m clients could wrap around; the server
+checks n <= m and fails the round with an error naming report_goal.
+
+The l2 norm of every client's contribution to the decoded sum is at most
+C_inflated (accounting/secagg.py); DP-FTRL must calibrate its noise to it
+(`noise_multiplier_for_secagg`).
+"""
+
+import math
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from dpftrl_tff import checks
+from dpftrl_tff.accounting import secagg as secagg_accounting
+
+DEFAULT_MAX_ROUNDING_RETRIES = 1000
+
+
+# ---- Pure TensorFlow steps (tested one by one against the NumPy reference).
+
+
+def fast_walsh_hadamard(x: tf.Tensor) -> tf.Tensor:
+  """H_d x for a vector of length d = 2^k (Sylvester order, unnormalized)."""
+  d = int(x.shape[0])
+  h = 1
+  while h < d:
+    x = tf.reshape(x, [-1, 2, h])
+    a, b = x[:, 0, :], x[:, 1, :]
+    x = tf.stack([a + b, a - b], axis=1)
+    h *= 2
+  return tf.reshape(x, [d])
+
+
+def random_signs(seed: tf.Tensor, dim: int) -> tf.Tensor:
+  """The round's shared random signs xi in {-1, +1}^dim."""
+  bits = tf.random.stateless_uniform([dim], seed=seed, minval=0, maxval=2,
+                                     dtype=tf.int32)
+  return tf.cast(2 * bits - 1, tf.float32)
+
+
+def rotate(x: tf.Tensor, signs: tf.Tensor) -> tf.Tensor:
+  """(1/sqrt(d)) H_d D_xi x."""
+  d = int(x.shape[0])
+  return fast_walsh_hadamard(signs * x) / math.sqrt(d)
+
+
+def unrotate(y: tf.Tensor, signs: tf.Tensor) -> tf.Tensor:
+  """D_xi H_d^T y / sqrt(d), the inverse of `rotate`."""
+  d = int(y.shape[0])
+  return signs * fast_walsh_hadamard(y) / math.sqrt(d)
+
+
+def clip_l2(x: tf.Tensor, clip_norm: float) -> tf.Tensor:
+  norm = tf.norm(x)
+  return x * tf.minimum(1.0, clip_norm / tf.maximum(norm, 1e-30))
+
+
+def clip_linf(x: tf.Tensor, bound: float) -> tf.Tensor:
+  top = tf.reduce_max(tf.abs(x))
+  return x * tf.minimum(1.0, bound / tf.maximum(top, 1e-30))
+
+
+def conditional_stochastic_round(x: tf.Tensor, norm_bound_squared: float,
+                                 seed: tf.Tensor, max_retries: int):
+  """Rounds x stochastically until ||x~||^2 <= bound; returns (x~, tries, ok).
+
+  x~ is float-valued with integer coordinates; zeros if no try met the bound
+  within `max_retries` retries (ok is then False).
+  """
+  floor = tf.floor(x)
+  frac = x - floor
+
+  def attempt(i):
+    u = tf.random.stateless_uniform(
+        tf.shape(x), seed=tf.random.experimental.stateless_fold_in(seed, i))
+    rounded = floor + tf.cast(u < frac, x.dtype)
+    norm2 = tf.reduce_sum(tf.square(tf.cast(rounded, tf.float64)))
+    return rounded, norm2 <= norm_bound_squared
+
+  first, ok = attempt(tf.constant(0, tf.int32))
+
+  def cond(i, rounded, ok):
+    del rounded
+    return tf.logical_and(tf.logical_not(ok), i <= max_retries)
+
+  def body(i, rounded, ok):
+    del rounded, ok
+    rounded, ok = attempt(i)
+    return i + 1, rounded, ok
+
+  tries, rounded, ok = tf.while_loop(cond, body,
+                                     (tf.constant(1, tf.int32), first, ok))
+  rounded = tf.where(ok, rounded, tf.zeros_like(rounded))
+  return rounded, tries - 1, ok
+
+
+class SecAggParams:
+  """Derived constants of Algorithm 2 for one model dimension."""
+
+  def __init__(self, *, clip_norm, scale, report_goal, dim, alpha):
+    self.clip_norm = checks.check_positive(clip_norm, '--clip_norm')
+    self.scale = checks.check_positive(scale, '--secagg_scale')
+    self.report_goal = checks.check_int(report_goal, '--clients_per_round',
+                                        minimum=1)
+    self.alpha = checks.check_probability(alpha, 'alpha')
+    self.dim = checks.check_int(dim, 'model dimension', minimum=1)
+    self.padded_dim = max(2, secagg_accounting.padded_dimension(dim))
+    self.linf_bound = secagg_accounting.linf_bound(
+        self.clip_norm, self.padded_dim, self.scale)
+    self.modulus = 2 * self.linf_bound * self.report_goal + 1
+    if self.modulus >= 2**31:
+      raise ValueError(
+          f'--secagg_scale={scale} gives a SecAgg modulus M = {self.modulus} '
+          f'>= 2^31 (C_inf = {self.linf_bound}, report goal '
+          f'{self.report_goal}); use a smaller scale.')
+    self.norm_bound_squared = secagg_accounting.rounding_norm_bound_squared(
+        self.clip_norm, self.padded_dim, self.scale, self.alpha)
+    self.bits_per_parameter = secagg_accounting.bits_per_parameter(
+        self.modulus)
+    self.inflated_clip_norm = secagg_accounting.inflated_clip_norm(
+        self.clip_norm, self.padded_dim, self.scale, self.alpha)
+
+
+def encode(x: tf.Tensor, signs: tf.Tensor, seed: tf.Tensor,
+           params: SecAggParams, max_retries: int):
+  """Client steps 1-5 on a flat float32 vector of length params.dim."""
+  x = clip_l2(tf.cast(x, tf.float32), params.clip_norm) * params.scale
+  x = tf.pad(x, [[0, params.padded_dim - params.dim]])
+  x = rotate(x, signs)
+  x = clip_linf(x, float(params.linf_bound))
+  rounded, retries, ok = conditional_stochastic_round(
+      x, params.norm_bound_squared, seed, max_retries)
+  shifted = tf.cast(rounded, tf.int32) + params.linf_bound
+  return tf.math.floormod(shifted, params.modulus), retries, ok
+
+
+def decode(modular_sum: tf.Tensor, num_clients: tf.Tensor, signs: tf.Tensor,
+           params: SecAggParams) -> tf.Tensor:
+  """Server: unshift (n C_inf), unscale, unrotate, unpad."""
+  total = (tf.cast(modular_sum, tf.float64) -
+           tf.cast(num_clients, tf.float64) * params.linf_bound)
+  y = tf.cast(total / params.scale, tf.float32)
+  return unrotate(y, signs)[:params.dim]
+
+
+# ---- The TFF factory.
+
+
+def _tensor_specs(value_type):
+  """tf.TensorSpec structure (lists / dicts) of a TFF tensor or struct type."""
+  if isinstance(value_type, tff.TensorType):
+    return tf.TensorSpec(value_type.shape, tf.as_dtype(value_type.dtype))
+  if isinstance(value_type, tff.StructType):
+    items = tff.structure.to_elements(value_type)
+    if all(name is None for name, _ in items):
+      return [_tensor_specs(t) for _, t in items]
+    return {name: _tensor_specs(t) for name, t in items}
+  raise TypeError(f'SecAgg discretization cannot aggregate {value_type}.')
+
+
+class SecAggDiscretizationFactory(tff.aggregators.UnweightedAggregationFactory):
+  """Algorithm 2's client encoding, modular sum and server decoding.
+
+  The result is the decoded sum of the clients' l2-clipped updates (an
+  approximation within the rounding error, which shrinks as s grows).
+  Measurements per round: `bits_per_parameter` (ceil log2 M), `modulus`,
+  `num_clients`, `rounding_retries` (summed over clients),
+  `rounding_failures`, `wraparounds` (coordinates whose integer sum reached
+  M; 0 unless more than m clients), and, with `debug=True`,
+  `decode_error_l2` (l2 distance between the decoded sum and the true sum of
+  the clipped updates).
+  """
+
+  def __init__(self, *, clip_norm: float, scale: float, report_goal: int,
+               alpha: float = secagg_accounting.DEFAULT_ALPHA,
+               max_rounding_retries: int = DEFAULT_MAX_ROUNDING_RETRIES,
+               inner_agg_factory: Optional[
+                   tff.aggregators.UnweightedAggregationFactory] = None,
+               debug: bool = False, seed: Optional[int] = None):
+    self._clip_norm = checks.check_positive(clip_norm, '--clip_norm')
+    self._scale = checks.check_positive(scale, '--secagg_scale')
+    self._report_goal = checks.check_int(report_goal, '--clients_per_round',
+                                         minimum=1)
+    self._alpha = checks.check_probability(alpha, 'alpha')
+    self._max_retries = checks.check_int(max_rounding_retries,
+                                         'max_rounding_retries', minimum=0)
+    self._inner_agg_factory = inner_agg_factory
+    self._debug = bool(debug)
+    self._seed = seed
+
+  def params_for(self, dim: int) -> SecAggParams:
+    return SecAggParams(clip_norm=self._clip_norm, scale=self._scale,
+                        report_goal=self._report_goal, dim=dim,
+                        alpha=self._alpha)
+
+  def create(self, value_type):
+    specs = _tensor_specs(value_type)
+    flat_specs = tf.nest.flatten(specs)
+    for spec in flat_specs:
+      if not spec.dtype.is_floating:
+        raise TypeError(f'SecAgg discretization needs float values, got '
+                        f'{spec}.')
+    sizes = [int(np.prod(s.shape.as_list())) for s in flat_specs]
+    dim = int(sum(sizes))
+    params = self.params_for(dim)
+    inner_factory = self._inner_agg_factory or (
+        tff.aggregators.SecureModularSumFactory(params.modulus))
+    int_type = tff.TensorType(np.int32, [params.padded_dim])
+    inner_process = inner_factory.create(int_type)
+    max_retries = self._max_retries
+    fixed_seed = self._seed
+    debug = self._debug
+
+    def flatten(value):
+      if isinstance(value, tff.structure.Struct):
+        parts = tff.structure.flatten(value)
+      else:
+        parts = tf.nest.flatten(value)
+      return tf.concat([tf.reshape(tf.cast(p, tf.float32), [-1])
+                        for p in parts], axis=0)
+
+    def unflatten(flat):
+      parts = tf.split(flat, sizes)
+      parts = [tf.cast(tf.reshape(p, s.shape), s.dtype)
+               for p, s in zip(parts, flat_specs)]
+      return tf.nest.pack_sequence_as(specs, parts)
+
+    @tff.tensorflow.computation
+    def init_key():
+      if fixed_seed is not None:
+        return tf.constant([fixed_seed, 0], tf.int64)
+      return tf.random.uniform([2], minval=0, maxval=2**62, dtype=tf.int64)
+
+    @tff.federated_computation
+    def init_fn():
+      return tff.federated_zip((tff.federated_eval(init_key, tff.SERVER),
+                                tff.federated_value(np.int64(0), tff.SERVER),
+                                inner_process.initialize()))
+
+    key_type = tff.TensorType(np.int64, [2])
+    round_type = tff.TensorType(np.int64)
+
+    @tff.tensorflow.computation(key_type, round_type)
+    def round_seed(key, round_num):
+      return tf.random.experimental.stateless_fold_in(
+          key, tf.cast(round_num, tf.int32))
+
+    @tff.tensorflow.computation(value_type, round_seed.type_signature.result)
+    def client_encode(value, seed):
+      flat = flatten(value)
+      signs = random_signs(seed, params.padded_dim)
+      # Independent rounding randomness per client: fold in a fingerprint of
+      # the client's own update (deterministic, so resumed runs repeat).
+      fingerprint = tf.cast(tf.math.floormod(
+          tf.reduce_sum(tf.abs(flat)) * 1e4, 2.0**30), tf.int32)
+      client_seed = tf.random.experimental.stateless_fold_in(
+          tf.random.experimental.stateless_fold_in(seed, 7919), fingerprint)
+      encoded, retries, ok = encode(flat, signs, client_seed, params,
+                                    max_retries)
+      clipped = clip_l2(flat, params.clip_norm)
+      return (encoded, retries, tf.cast(tf.logical_not(ok), tf.int32),
+              clipped)
+
+    @tff.tensorflow.computation(int_type, np.int32,
+                                round_seed.type_signature.result)
+    def server_decode(modular_sum, num_clients, seed):
+      check = tf.debugging.assert_less_equal(
+          num_clients, params.report_goal,
+          message=(f'SecAgg: more clients than report_goal '
+                   f'({params.report_goal}) in one round would wrap around '
+                   f'modulus {params.modulus}; refused.'))
+      with tf.control_dependencies([check]):
+        signs = random_signs(seed, params.padded_dim)
+        return unflatten(decode(tf.identity(modular_sum), num_clients, signs,
+                                params))
+
+    @tff.tensorflow.computation(tff.TensorType(np.int32, [params.padded_dim]))
+    def as_int64(x):
+      return tf.cast(x, tf.int64)
+
+    @tff.tensorflow.computation(tff.TensorType(np.int64, [params.padded_dim]))
+    def count_wraps(total):
+      return tf.reduce_sum(tf.cast(total >= params.modulus, tf.int32))
+
+    @tff.tensorflow.computation
+    def one():
+      return np.int32(1)
+
+    @tff.tensorflow.computation(value_type, value_type)
+    def l2_distance(a, b):
+      return tf.norm(flatten(a) - flatten(b))
+
+    @tff.tensorflow.computation(
+        tff.TensorType(np.float32, [params.dim]))
+    def unflatten_fn(flat):
+      return unflatten(flat)
+
+    @tff.tensorflow.computation(key_type, round_type)
+    def next_round(key, round_num):
+      del key
+      return round_num + 1
+
+    state_type = init_fn.type_signature.result
+
+    @tff.federated_computation(state_type,
+                               tff.FederatedType(value_type, tff.CLIENTS))
+    def next_fn(state, value):
+      key, round_num, inner_state = state
+      seed = tff.federated_map(round_seed, (key, round_num))
+      client_seed = tff.federated_broadcast(seed)
+      encoded, retries, failures, clipped = tff.federated_map(
+          client_encode, (value, client_seed))
+      inner_output = inner_process.next(inner_state, encoded)
+      num_clients = tff.federated_sum(tff.federated_eval(one, tff.CLIENTS))
+      result = tff.federated_map(
+          server_decode, (inner_output.result, num_clients, seed))
+      wraps = tff.federated_map(
+          count_wraps, tff.federated_sum(tff.federated_map(as_int64,
+                                                           encoded)))
+      measurements = dict(
+          bits_per_parameter=tff.federated_value(
+              np.float32(params.bits_per_parameter), tff.SERVER),
+          modulus=tff.federated_value(np.float32(params.modulus),
+                                      tff.SERVER),
+          num_clients=num_clients,
+          rounding_retries=tff.federated_sum(retries),
+          rounding_failures=tff.federated_sum(failures),
+          wraparounds=wraps)
+      if debug:
+        true_sum = tff.federated_sum(clipped)
+        measurements['decode_error_l2'] = tff.federated_map(
+            l2_distance, (result, tff.federated_map(unflatten_fn, true_sum)))
+      new_state = tff.federated_zip(
+          (key, tff.federated_map(next_round, (key, round_num)),
+           inner_output.state))
+      return tff.templates.MeasuredProcessOutput(
+          state=new_state, result=result,
+          measurements=tff.federated_zip(measurements))
+
+    return tff.templates.AggregationProcess(init_fn, next_fn)
+
+
+def noise_multiplier_for_secagg(noise_multiplier: float,
+                                params: SecAggParams) -> float:
+  """z' with z' C = z C_inflated: the tree noise calibrated to C_inflated.
+
+  DP-FTRL clips to C and adds noise of std z' C per tree node; with SecAgg the
+  sensitivity is C_inflated, so z' = z C_inflated / C keeps the privacy of
+  noise multiplier z.
+  """
+  return noise_multiplier * params.inflated_clip_norm / params.clip_norm
