@@ -5,6 +5,9 @@ parameters) on the generated StackOverflow-format data, at 10 and 50 clients
 per round, for:
   tff_none     TFF FedAvg with a plain mean,
   tff_dp_ftrl  TFF with DP-FTRL tree aggregation (clip + noise),
+  tff_adaptive DP-FTRL with adaptive clipping (Algorithm 1),
+  tff_secagg   DP-FTRL with SecAgg discretization (Algorithm 2, s = 2^10;
+               the rotation pads 2.4M parameters to 2^22),
   keras        a plain Keras loop doing the same client work (SGD from the
                global model on every client's batches, averaged deltas).
 Every case runs in its own process (so peak memory is its own: the maximum
@@ -31,8 +34,9 @@ _CACHE = flags.DEFINE_string('cache_dir', '/tmp/dpftrl_bench_data',
 _VOCAB = flags.DEFINE_integer('vocab_size', 10000, 'Model vocabulary.')
 _LATENT = flags.DEFINE_integer('latent_size', 670, 'CIFG units.')
 _EMBEDDING = flags.DEFINE_integer('embedding_size', 96, 'Embedding size.')
-_CASES = flags.DEFINE_list('cases', ['keras', 'tff_none', 'tff_dp_ftrl'],
-                           'Cases to run.')
+_CASES = flags.DEFINE_list(
+    'cases', ['keras', 'tff_none', 'tff_dp_ftrl', 'tff_adaptive',
+              'tff_secagg'], 'Cases to run.')
 
 
 def _peak_rss_mb(pids):
@@ -63,8 +67,10 @@ def _run_case(case, clients, rounds):
   config = training.TrainConfig(
       clients_per_round=clients, vocab_size=_VOCAB.value,
       latent_size=_LATENT.value, embedding_size=_EMBEDDING.value,
-      aggregator='dp_ftrl' if case == 'tff_dp_ftrl' else 'none',
-      noise_multiplier=1.0, clip_norm=1.0, seed=0, debug_measurements=False)
+      aggregator={'tff_dp_ftrl': 'dp_ftrl', 'tff_secagg': 'dp_ftrl',
+                  'tff_adaptive': 'dp_ftrl_adaptive'}.get(case, 'none'),
+      secagg=case == 'tff_secagg', secagg_scale=1024.0,
+      noise_multiplier=0.3, clip_norm=1.0, seed=0, debug_measurements=False)
   vocab = data.load_vocab(_CACHE.value, config.vocab_size)
   preprocess = data.build_preprocess_fn(
       vocab, sequence_length=config.sequence_length,
@@ -165,6 +171,14 @@ def main(argv):
       print(f'clients {clients}: DP-FTRL round time overhead '
             f'{100 * (dp["seconds_per_round"] / none["seconds_per_round"] - 1):+.1f}%'
             ' (goal <= 5% at 50 clients)')
+    for case, goal in (('tff_adaptive', ''),
+                       ('tff_secagg', ' (goal <= 30% at 50 clients)')):
+      r = by.get((case, clients))
+      if dp and r:
+        print(f'clients {clients}: {case} over DP-FTRL round time '
+              f'{100 * (r["seconds_per_round"] / dp["seconds_per_round"] - 1):+.1f}%'
+              f'{goal}; peak {r["peak_memory_mb"]:.0f} MB vs '
+              f'{dp["peak_memory_mb"]:.0f} MB')
   return 0
 
 

@@ -494,12 +494,12 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
         clip_in_force = value
       if key.endswith('dp_query_metrics/estimate_clip'):
         row['clip_norm_estimate'] = value
-    if 'clip_norm_in_force' in row:
-      row['clip_norm_next_round'] = clip_in_force
       for name in ('bits_per_parameter', 'rounding_retries',
                    'rounding_failures', 'wraparounds', 'decode_error_l2'):
         if key.endswith('/' + name):
           row['secagg_' + name] = value
+    if 'clip_norm_in_force' in row:
+      row['clip_norm_next_round'] = clip_in_force
     done = round_num + 1
     if done % config.rounds_per_eval == 0 or done == config.total_rounds:
       process.get_model_weights(state).assign_weights_to(eval_model)
