@@ -82,6 +82,15 @@ class TrainConfig:
   rounds_per_checkpoint: int = 10
   debug_measurements: bool = True
 
+  def adaptive_arguments(self) -> Dict[str, Any]:
+    """Algorithm 1's arguments, as the adaptive factory takes them."""
+    return dict(initial_clip_norm=self.initial_clip_norm,
+                target_unclipped_quantile=self.target_unclipped_quantile,
+                clip_learning_rate=self.clip_learning_rate,
+                clipped_count_stddev=self.clipped_count_stddev,
+                restart_warmup=self.restart_warmup,
+                restart_frequency=self.restart_frequency)
+
   def validate(self, num_train_clients: Optional[int] = None):
     """Raises ValueError naming the flag for any bad value."""
     checks.check_int(self.total_rounds, '--total_rounds', minimum=1)
@@ -126,12 +135,7 @@ class TrainConfig:
       adaptive.validate_adaptive_arguments(
           noise_multiplier=self.noise_multiplier,
           clients_per_round=self.clients_per_round,
-          initial_clip_norm=self.initial_clip_norm,
-          target_unclipped_quantile=self.target_unclipped_quantile,
-          clip_learning_rate=self.clip_learning_rate,
-          clipped_count_stddev=self.clipped_count_stddev,
-          restart_warmup=self.restart_warmup,
-          restart_frequency=self.restart_frequency)
+          **self.adaptive_arguments())
     checks.check_int(self.rounds_per_eval, '--rounds_per_eval', minimum=1)
     checks.check_int(self.num_eval_examples, '--num_eval_examples',
                      minimum=1)
@@ -190,14 +194,8 @@ def build_aggregator(config: TrainConfig, model_fn):
     factory = adaptive.build_dp_ftrl_adaptive_factory(
         noise_multiplier=config.noise_multiplier,
         clients_per_round=config.clients_per_round,
-        record_specs=record_specs,
-        initial_clip_norm=config.initial_clip_norm,
-        target_unclipped_quantile=config.target_unclipped_quantile,
-        clip_learning_rate=config.clip_learning_rate,
-        clipped_count_stddev=config.clipped_count_stddev,
-        restart_warmup=config.restart_warmup,
-        restart_frequency=config.restart_frequency,
-        noise_seed=config.noise_seed)
+        record_specs=record_specs, noise_seed=config.noise_seed,
+        **config.adaptive_arguments())
   elif config.aggregator == 'dp_ftrl':
     factory = dp_ftrl.build_dp_ftrl_factory(
         noise_multiplier=noise_multiplier,

@@ -25,11 +25,11 @@ fraction b~ to [0, 1], a post-processing that does not change the privacy.
 
 from typing import Optional
 
-from absl import logging
 import tensorflow_federated as tff
 
 from dpftrl_tff import checks
 from dpftrl_tff.accounting import adaptive as adaptive_accounting
+from dpftrl_tff.aggregators import dp_ftrl
 
 
 def validate_adaptive_arguments(*, noise_multiplier, clients_per_round,
@@ -91,10 +91,7 @@ def build_dp_ftrl_adaptive_factory(*, noise_multiplier: float,
       clip_learning_rate=clip_learning_rate,
       clipped_count_stddev=clipped_count_stddev,
       restart_warmup=restart_warmup, restart_frequency=restart_frequency)
-  if noise_seed is not None:
-    logging.warning(
-        'noise_seed=%d fixes the DP noise: the noise is predictable, so the '
-        'run gives no privacy. Use only for tests and debugging.', noise_seed)
+  dp_ftrl.warn_if_seeded(noise_seed)
   return tff.aggregators.DifferentiallyPrivateFactory.tree_adaptive(
       noise_multiplier=float(noise_multiplier),
       clients_per_round=float(clients_per_round),

@@ -44,6 +44,14 @@ def validate_dp_arguments(*, noise_multiplier, clip_norm, clients_per_round):
   checks.check_int(clients_per_round, '--clients_per_round', minimum=1)
 
 
+def warn_if_seeded(noise_seed: Optional[int]):
+  """Logs a warning when the DP noise is made predictable."""
+  if noise_seed is not None:
+    logging.warning(
+        'noise_seed=%d fixes the DP noise: the noise is predictable, so the '
+        'run gives no privacy. Use only for tests and debugging.', noise_seed)
+
+
 def build_dp_ftrl_factory(*, noise_multiplier: float, clients_per_round: int,
                           clip_norm: float, record_specs,
                           noise_seed: Optional[int] = None,
@@ -63,10 +71,7 @@ def build_dp_ftrl_factory(*, noise_multiplier: float, clients_per_round: int,
   validate_dp_arguments(noise_multiplier=noise_multiplier,
                         clip_norm=clip_norm,
                         clients_per_round=clients_per_round)
-  if noise_seed is not None:
-    logging.warning(
-        'noise_seed=%d fixes the DP noise: the noise is predictable, so the '
-        'run gives no privacy. Use only for tests and debugging.', noise_seed)
+  warn_if_seeded(noise_seed)
   return tff.aggregators.DifferentiallyPrivateFactory.tree_aggregation(
       noise_multiplier=noise_multiplier,
       clients_per_round=clients_per_round,
