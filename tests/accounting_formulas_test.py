@@ -1,6 +1,7 @@
 """Tests of the privacy formulas against independent computations."""
 
 import math
+import time
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -10,6 +11,7 @@ from scipy import optimize
 from scipy import stats
 
 from dpftrl_tff import accounting
+from dpftrl_tff.accounting import conversions
 from dpftrl_tff.accounting import secagg
 
 
@@ -51,6 +53,25 @@ class ConversionTest(parameterized.TestCase):
         bounds=(1 + 1e-9, 1e6), method='bounded', options={'xatol': 1e-12})
     self.assertAlmostEqual(accounting.epsilon_closed_form(rho, delta),
                            res.fun, places=5)
+
+  @parameterized.named_parameters(('a', 0.25), ('b', 1.86), ('c', 19.0))
+  def test_analytic_gaussian_in_log_space(self, rho):
+    self.assertAlmostEqual(accounting.epsilon_analytic_gaussian(rho, 1e-10),
+                           _analytic_gaussian_epsilon(rho, 1e-10), places=6)
+
+  def test_large_zcdp_is_fast_and_consistent(self):
+    start = time.perf_counter()
+    eps = [accounting.epsilon_pld(rho) for rho in (25.0, 1e3, 1e5)]
+    self.assertLess(time.perf_counter() - start, 5.0)
+    self.assertEqual(eps, sorted(eps))
+    for rho, e in zip((25.0, 1e3, 1e5), eps):
+      self.assertLess(e, accounting.epsilon_closed_form(rho))
+      self.assertGreater(e, rho)   # eps >= rho for the Gaussian at small delta
+    # At the switch from PLD to the analytic formula both agree.
+    rho = conversions.PLD_MAX_ZCDP
+    self.assertAlmostEqual(accounting.epsilon_pld(rho),
+                           accounting.epsilon_analytic_gaussian(rho),
+                           delta=5e-3)
 
   def test_pld_is_tighter_than_closed_form(self):
     for rho in [0.1, 0.5, 1.0, 2.0]:

@@ -19,6 +19,7 @@ from dpftrl_tff.accounting.adaptive import default_clipped_count_stddev
 from dpftrl_tff.accounting.adaptive import equivalent_noise_multiplier
 from dpftrl_tff.accounting.adaptive import value_noise_multiplier
 from dpftrl_tff.accounting.conversions import DEFAULT_DELTA
+from dpftrl_tff.accounting.conversions import epsilon_analytic_gaussian
 from dpftrl_tff.accounting.conversions import epsilon_closed_form
 from dpftrl_tff.accounting.conversions import epsilon_pld
 from dpftrl_tff.accounting.population import max_min_separation

@@ -9,15 +9,27 @@ Two conversions are offered:
   This is tight for Gaussian-noise mechanisms such as DP-FTRL.
 * The closed form of Bun & Steinke 2016 (Prop. 1.3), valid for any
   rho-zCDP mechanism:  epsilon = rho + 2 sqrt(rho log(1/delta)).
+
+PLD discretizes the privacy loss, and its cost grows like 1 / sigma^2: for
+rho above `PLD_MAX_ZCDP` (sigma < 0.16, epsilon in the tens and more) the
+same Gaussian curve is computed exactly from Balle & Wang 2018 (Thm. 8),
+with mu = sqrt(2 rho):
+
+    delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2),
+
+solved for eps in log space. The tests check PLD against this formula.
 """
 
 import math
 
 import dp_accounting
+from scipy import optimize
+from scipy import special
 
 from dpftrl_tff import checks
 
 DEFAULT_DELTA = 1e-10
+PLD_MAX_ZCDP = 20.0
 
 
 def _check(rho, delta):
@@ -32,12 +44,42 @@ def epsilon_closed_form(rho: float, delta: float = DEFAULT_DELTA) -> float:
   return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
 
 
-def epsilon_pld(rho: float, delta: float = DEFAULT_DELTA, *,
-                value_discretization_interval: float = 1e-4) -> float:
-  """epsilon of a Gaussian mechanism with rho = 1 / (2 sigma^2), by PLD."""
+def epsilon_analytic_gaussian(rho: float,
+                              delta: float = DEFAULT_DELTA) -> float:
+  """Exact epsilon of the Gaussian mechanism with rho = mu^2 / 2."""
   rho, delta = _check(rho, delta)
   if rho == 0:
     return 0.0
+  mu = math.sqrt(2.0 * rho)
+
+  def log_gap(eps):
+    # log of Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2), minus log delta.
+    a = special.log_ndtr(-eps / mu + mu / 2)
+    b = eps + special.log_ndtr(-eps / mu - mu / 2)
+    if b >= a:
+      return -math.inf
+    return a + math.log1p(-math.exp(b - a)) - math.log(delta)
+
+  hi = 1.0
+  while log_gap(hi) > 0:
+    hi *= 2.0
+  if log_gap(0.0) <= 0:
+    return 0.0
+  return optimize.brentq(log_gap, 0.0, hi, xtol=1e-10, rtol=1e-12)
+
+
+def epsilon_pld(rho: float, delta: float = DEFAULT_DELTA, *,
+                value_discretization_interval: float = 1e-4) -> float:
+  """epsilon of a Gaussian mechanism with rho = 1 / (2 sigma^2), by PLD.
+
+  For rho > PLD_MAX_ZCDP the exact analytic Gaussian value is returned
+  instead (PLD would take minutes to hours there).
+  """
+  rho, delta = _check(rho, delta)
+  if rho == 0:
+    return 0.0
+  if rho > PLD_MAX_ZCDP:
+    return epsilon_analytic_gaussian(rho, delta)
   accountant = dp_accounting.pld.PLDAccountant(
       value_discretization_interval=value_discretization_interval)
   accountant.compose(
