@@ -207,6 +207,10 @@ def run() -> dict:
           f'after {summary["rounds"]} rounds; unigram baseline (always the '
           f'most frequent word) {summary["unigram_baseline_accuracy"]:.4f}')
   privacy = summary['privacy']
+  if privacy is not None:
+    min_sep_text = (str(privacy['observed_min_separation'])
+                    if privacy['observed_min_separation'] >= 0 else
+                    'none: no client took part twice')
   if privacy is None:
     print('Privacy: none (--aggregator=none or --noise_multiplier=0).')
   else:
@@ -215,8 +219,7 @@ def run() -> dict:
           f'(z={privacy["noise_multiplier"]:g}, T={privacy["rounds"]}, '
           f'{len(privacy["restart_rounds"])} tree restarts, '
           f'observed MaxP={privacy["observed_max_participation"]}, '
-          f'MinS={privacy["observed_min_separation"]}; -1: no client took '
-          f'part twice)')
+          f'MinS={min_sep_text})')
   return summary
 
 
