@@ -278,8 +278,7 @@ class SecAggDiscretizationFactory(tff.aggregators.UnweightedAggregationFactory):
       return tf.random.experimental.stateless_fold_in(
           key, tf.cast(round_num, tf.int32))
 
-    @tff.tensorflow.computation(value_type, round_seed.type_signature.result)
-    def client_encode(value, seed):
+    def encode_client(value, seed):
       flat = flatten(value)
       signs = random_signs(seed, params.padded_dim)
       # Independent rounding randomness per client: fold in a fingerprint of
@@ -290,9 +289,19 @@ class SecAggDiscretizationFactory(tff.aggregators.UnweightedAggregationFactory):
           tf.random.experimental.stateless_fold_in(seed, 7919), fingerprint)
       encoded, retries, ok = encode(flat, signs, client_seed, params,
                                     max_retries)
-      clipped = clip_l2(flat, params.clip_norm)
-      return (encoded, retries, tf.cast(tf.logical_not(ok), tf.int32),
-              clipped)
+      return flat, encoded, retries, tf.cast(tf.logical_not(ok), tf.int32)
+
+    seed_type = round_seed.type_signature.result
+
+    @tff.tensorflow.computation(value_type, seed_type)
+    def client_encode(value, seed):
+      return encode_client(value, seed)[1:]
+
+    @tff.tensorflow.computation(value_type, seed_type)
+    def client_encode_debug(value, seed):
+      # Also the clipped update, for the decode error (simulation only).
+      flat, encoded, retries, failures = encode_client(value, seed)
+      return encoded, retries, failures, clip_l2(flat, params.clip_norm)
 
     @tff.tensorflow.computation(int_type, np.int32,
                                 round_seed.type_signature.result)
@@ -341,8 +350,12 @@ class SecAggDiscretizationFactory(tff.aggregators.UnweightedAggregationFactory):
       key, round_num, inner_state = state
       seed = tff.federated_map(round_seed, (key, round_num))
       client_seed = tff.federated_broadcast(seed)
-      encoded, retries, failures, clipped = tff.federated_map(
-          client_encode, (value, client_seed))
+      if debug:
+        encoded, retries, failures, clipped = tff.federated_map(
+            client_encode_debug, (value, client_seed))
+      else:
+        encoded, retries, failures = tff.federated_map(
+            client_encode, (value, client_seed))
       inner_output = inner_process.next(inner_state, encoded)
       num_clients = tff.federated_sum(tff.federated_eval(one, tff.CLIENTS))
       result = tff.federated_map(
