@@ -56,7 +56,6 @@ def _run_case(case, clients, rounds):
   """Runs one case in this process; returns its measurements."""
   from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
   runtime.install()
-  import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import data  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import metrics  # pylint: disable=g-import-not-at-top
@@ -122,7 +121,6 @@ def _run_case(case, clients, rounds):
     run_round(cohort)
   seconds = (time.perf_counter() - start) / rounds
   peak = _peak_rss_mb([os.getpid()] + runtime.worker_pids())
-  del np
   return dict(case=case, clients=clients,
               seconds_per_round=seconds,
               sequences_per_second=sum(sequences[1:]) / (seconds * rounds),

@@ -9,7 +9,6 @@ generated (deterministically, in seconds) and used, and the run says so.
   python -m experiments.run_stackoverflow --flagfile=configs/demo.flags
 """
 
-import json
 import os
 import sys
 

@@ -1,6 +1,5 @@
 """Tests of the DP-FTRL factory: clipping, normalization and noise std."""
 
-import collections
 
 from absl.testing import absltest
 from absl.testing import parameterized

@@ -15,7 +15,6 @@ z_Delta = (z^-2 - (2 sigma_b)^-2)^-1/2 has the privacy of plain DP-FTRL with
 noise multiplier z, and all the tree accounting of `tree.py` applies with z.
 """
 
-import math
 
 from dpftrl_tff import checks
 

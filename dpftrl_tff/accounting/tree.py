@@ -56,7 +56,6 @@ composition of independent per-tree bounds.
 
 import functools
 import itertools
-import math
 from typing import Dict, Iterable, List, Sequence, Tuple
 
 from dpftrl_tff import checks
