@@ -109,7 +109,7 @@ def _run_case(case, clients, rounds):
         g.assign_add(t / len(cohort))
   else:
     process = training.build_learning_process(config)
-    state = process.initialize()
+    state = training.initial_state(process, config)
 
     def run_round(cohort):
       nonlocal state

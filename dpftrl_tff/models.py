@@ -103,7 +103,8 @@ class TiedOutputEmbedding(tf.keras.layers.Layer):
 def create_cifg_lm(vocab_size: int, *, latent_size: int = 670,
                    embedding_size: int = 96, shared_embedding: bool = False,
                    sequence_length: int | None = None,
-                   seed: int | None = None) -> tf.keras.Model:
+                   seed: int | None = None,
+                   zero_init: bool = False) -> tf.keras.Model:
   """Returns the CIFG next-word model mapping ids [B, L] to logits [B, L, V+4].
 
   Args:
@@ -113,6 +114,8 @@ def create_cifg_lm(vocab_size: int, *, latent_size: int = 670,
     shared_embedding: tie the output embedding to the input embedding.
     sequence_length: optional fixed input length.
     seed: optional initializer seed (for reproducible tests).
+    zero_init: start every weight at zero (for TFF computations that assign
+      the weights before use; skips the initializers' cost).
   """
   vocab_size = checks.check_int(vocab_size, 'vocab_size', minimum=1)
   latent_size = checks.check_int(latent_size, 'latent_size', minimum=1)
@@ -121,6 +124,8 @@ def create_cifg_lm(vocab_size: int, *, latent_size: int = 670,
   num_ids = extended_vocab_size(vocab_size)
 
   def init(kind):
+    if zero_init:
+      return 'zeros'
     if seed is None:
       return kind
     initializer = tf.keras.initializers.get(kind)

@@ -28,9 +28,11 @@ import tensorflow_federated as tff
 from dpftrl_tff import accounting
 from dpftrl_tff import checks
 from dpftrl_tff import data
+from dpftrl_tff import fast_serialization
 from dpftrl_tff import metrics as lm_metrics
 from dpftrl_tff import models
 from dpftrl_tff import participation
+from dpftrl_tff import runtime
 from dpftrl_tff.aggregators import adaptive
 from dpftrl_tff.aggregators import dp_ftrl
 from dpftrl_tff.aggregators import secagg
@@ -148,18 +150,29 @@ def _input_spec(sequence_length):
   return (spec, spec)
 
 
-def build_keras_model(config: TrainConfig) -> tf.keras.Model:
+def build_keras_model(config: TrainConfig,
+                      zero_init: bool = False) -> tf.keras.Model:
   return models.create_cifg_lm(
       config.vocab_size, latent_size=config.latent_size,
       embedding_size=config.embedding_size,
       shared_embedding=config.shared_embedding,
-      sequence_length=config.sequence_length, seed=config.seed)
+      sequence_length=config.sequence_length, seed=config.seed,
+      zero_init=zero_init)
 
 
 def build_model_fn(config: TrainConfig) -> Callable[[], Any]:
+  """The TFF model: the CIFG LM with loss and in-vocab accuracy.
+
+  Its variables start at zero: TFF builds the model inside every client's
+  computation (and the server's) and overwrites the weights with the
+  broadcast model right away, so real initializers (an orthogonal init needs
+  a QR decomposition) would only cost time on every client, every round. The
+  run's actual initial model comes from `initial_state`.
+  """
   def model_fn():
     return tff.learning.models.from_keras_model(
-        build_keras_model(config), loss=lm_metrics.MaskedCrossEntropy(),
+        build_keras_model(config, zero_init=True),
+        loss=lm_metrics.MaskedCrossEntropy(),
         input_spec=_input_spec(config.sequence_length),
         metrics=lm_metrics.build_metrics(config.vocab_size))
   return model_fn
@@ -213,9 +226,16 @@ def build_aggregator(config: TrainConfig, model_fn):
 def build_learning_process(config: TrainConfig):
   """TFF FedAvg with the configured aggregator.
 
-  With SecAgg the execution context becomes TFF's test context, the only one
-  that runs secure-sum intrinsics in simulation (as plain sums mod M).
+  Start it from `initial_state(process, config)`, not `process.initialize()`
+  (whose model is all zeros, see `build_model_fn`). Clients iterate their
+  data with a dataset iterator rather than `DatasetReduce`, which
+  re-instantiates (and re-optimizes) the training step for every client in
+  every round. With SecAgg the execution context becomes TFF's test context,
+  the only one that runs secure-sum intrinsics in simulation (as plain sums
+  mod M).
   """
+  fast_serialization.install()
+  runtime.patch_worker_launch()
   if config.secagg:
     tff.backends.test.set_sync_test_cpp_execution_context()
   model_fn = build_model_fn(config)
@@ -225,7 +245,24 @@ def build_learning_process(config: TrainConfig):
           learning_rate=config.client_lr),
       server_optimizer_fn=tff.learning.optimizers.build_sgdm(
           learning_rate=config.server_lr, momentum=config.server_momentum),
-      model_aggregator=build_aggregator(config, model_fn))
+      model_aggregator=build_aggregator(config, model_fn),
+      loop_implementation=tff.learning.LoopImplementation.DATASET_ITERATOR)
+
+
+def initial_state(process, config: TrainConfig, keras_model=None):
+  """`process.initialize()` with the model set to the seeded initial model.
+
+  Args:
+    process: from `build_learning_process(config)`.
+    config: the run's hyperparameters (config.seed seeds the initializers).
+    keras_model: a freshly built `build_keras_model(config)` to take the
+      initial weights from (built here when None).
+  """
+  if keras_model is None:
+    keras_model = build_keras_model(config)
+  return process.set_model_weights(
+      process.initialize(),
+      tff.learning.models.ModelWeights.from_model(keras_model))
 
 
 def _flatten(prefix: str, value, out: Dict[str, float]):
@@ -424,10 +461,10 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
       eval_data, vocab, num_examples=config.num_eval_examples,
       sequence_length=config.sequence_length)
   process = build_learning_process(config)
-  state = process.initialize()
   # Built after TFF has traced its graphs: Keras invalidates models made
   # before a tf.compat.v1 graph builds layers.
   eval_model = build_keras_model(config)
+  state = initial_state(process, config, eval_model)
   evaluator = Evaluator(eval_model, eval_dataset, config.vocab_size)
   checkpoints = tff.program.FileProgramStateManager(
       os.path.join(output_dir, 'checkpoints'), keep_total=3, keep_first=False)

@@ -12,6 +12,8 @@ from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
 
 @pytest.fixture(autouse=True, scope='module')
 def _stop_tff_workers():
+  if 'tensorflow_federated' in sys.modules:
+    runtime.patch_worker_launch()
   yield
   runtime.shutdown_workers()
   if 'tensorflow_federated' in sys.modules:

@@ -84,6 +84,15 @@ class CIFGTest(parameterized.TestCase):
     for wa, wb in zip(a.get_weights(), b.get_weights()):
       np.testing.assert_array_equal(wa, wb)
 
+  def test_zero_init_has_the_same_variables_all_zero(self):
+    seeded = models.create_cifg_lm(50, latent_size=6, embedding_size=4,
+                                   seed=1)
+    zeros = models.create_cifg_lm(50, latent_size=6, embedding_size=4,
+                                  zero_init=True)
+    self.assertEqual([w.shape for w in zeros.get_weights()],
+                     [w.shape for w in seeded.get_weights()])
+    self.assertTrue(all(not np.any(w) for w in zeros.get_weights()))
+
   def test_bad_vocab_size(self):
     with self.assertRaisesRegex(ValueError, 'vocab_size'):
       models.create_cifg_lm(0)

@@ -52,6 +52,20 @@ def _weights(output_dir):
 
 class TrainingLoopTest(parameterized.TestCase):
 
+  def test_initial_state_holds_the_seeded_model(self):
+    config = tiny_config(aggregator='none')
+    process = training.build_learning_process(config)
+    zeros = process.get_model_weights(process.initialize()).trainable
+    # TFF's own initialize() has the zero-initialized model of model_fn.
+    self.assertTrue(all(not np.any(w) for w in zeros))
+    state = training.initial_state(process, config)
+    expected = training.build_keras_model(config).get_weights()
+    got = process.get_model_weights(state).trainable
+    self.assertLen(got, len(expected))
+    for g, e in zip(got, expected):
+      np.testing.assert_array_equal(g, e)
+    self.assertTrue(any(np.any(w) for w in got))
+
   def test_resumed_run_equals_uninterrupted_run(self):
     root = tempfile.mkdtemp()
     full = os.path.join(root, 'full')
@@ -179,7 +193,12 @@ class BinaryTest(parameterized.TestCase):
     self.assertIn('no table "examples"', proc.stderr)
     self.assertNotIn('Traceback', proc.stderr)
 
-  def test_ctrl_c_leaves_no_worker(self):
+  @parameterized.named_parameters(
+      ('ctrl_c', signal.SIGINT),
+      ('sigterm', signal.SIGTERM),
+      # Python cannot handle SIGKILL: the kernel's parent-death signal must.
+      ('sigkill', signal.SIGKILL))
+  def test_killed_binary_leaves_no_worker(self, signum):
     before = set(runtime.worker_pids())
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
     flags = _tiny_flags(tempfile.mkdtemp())
@@ -196,7 +215,12 @@ class BinaryTest(parameterized.TestCase):
     workers = [p for p in runtime._children(proc.pid)  # pylint: disable=protected-access
                if runtime._name(p) == 'worker_binary']  # pylint: disable=protected-access
     self.assertNotEmpty(workers)
-    proc.send_signal(signal.SIGINT)
+    with open(f'/proc/{workers[0]}/environ', 'rb') as f:
+      worker_env = f.read().split(b'\0')
+    for name in runtime.ALLOCATOR_SETTINGS:
+      self.assertTrue(any(e.startswith(name.encode() + b'=')
+                          for e in worker_env), name)
+    proc.send_signal(signum)
     proc.communicate(timeout=60)   # EOF: nobody holds the pipe any more
     time.sleep(0.5)
     alive = [p for p in workers if runtime._alive(p)]  # pylint: disable=protected-access
