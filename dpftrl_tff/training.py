@@ -530,7 +530,8 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
       if key.endswith('dp_query_metrics/estimate_clip'):
         row['clip_norm_estimate'] = value
       for name in ('bits_per_parameter', 'rounding_retries',
-                   'rounding_failures', 'wraparounds', 'decode_error_l2'):
+                   'rounding_failures', 'integer_sum_bound', 'wraparounds',
+                   'decode_error_l2'):
         if key.endswith('/' + name):
           row['secagg_' + name] = value
     if 'clip_norm_in_force' in row:

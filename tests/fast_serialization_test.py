@@ -6,6 +6,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
+from tensorflow_federated.proto.v0 import executor_pb2
 from tensorflow_federated.python.core.impl.executors import value_serialization
 
 from dpftrl_tff import fast_serialization
@@ -65,6 +66,13 @@ class FastSerializationTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(got.SerializeToString(deterministic=True),
                      expected.SerializeToString(deterministic=True))
     self.assertEqual(got_type, expected_type)
+    # The hand-encoded wire bytes parse to the same message.
+    raw, raw_type = fast_serialization.encode_value(value, type_spec)
+    self.assertEqual(
+        executor_pb2.Value.FromString(raw).SerializeToString(
+            deterministic=True),
+        expected.SerializeToString(deterministic=True))
+    self.assertEqual(raw_type, expected_type)
     if isinstance(type_spec, tff.FederatedType) and isinstance(
         value, list) and not value:
       return  # TFF refuses to deserialize a federated value with no members.
@@ -92,10 +100,24 @@ class FastSerializationTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllEqual([x.numpy().tolist() for x in client_ds],
                           [[0, 2], [4, 6], [8]])
 
-  def test_wrong_arity_is_refused(self):
+  @parameterized.named_parameters(
+      ('serialize_value', fast_serialization.serialize_value),
+      ('encode_value', fast_serialization.encode_value))
+  def test_wrong_arity_is_refused(self, serialize):
     with self.assertRaisesRegex(TypeError, '2 elements'):
-      fast_serialization.serialize_value([np.zeros(3, np.float32)],
-                                         tff.StructType([_F32, _F32]))
+      serialize([np.zeros(3, np.float32)], tff.StructType([_F32, _F32]))
+
+  def test_wrong_dtype_is_refused_as_by_tff(self):
+    with self.assertRaisesRegex(TypeError, 'dtype'):
+      fast_serialization.encode_value(
+          [np.zeros(3, np.float64)], tff.StructType([_F32]))
+
+  def test_non_contiguous_array(self):
+    value = [np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]]
+    type_spec = tff.StructType([tff.TensorType(np.float32, [3, 2])])
+    raw, _ = fast_serialization.encode_value(value, type_spec)
+    expected, _ = fast_serialization._ORIGINAL(value, type_spec)
+    self.assertEqual(executor_pb2.Value.FromString(raw), expected)
 
   def test_install_and_switch_off(self):
     self.assertTrue(fast_serialization.install())

@@ -27,15 +27,48 @@ def _params(dim, scale=2.0**8, clip=1.0, m=8):
 
 class StepsTest(parameterized.TestCase):
 
-  @parameterized.named_parameters(('d2', 2), ('d8', 8), ('d64', 64))
+  @parameterized.named_parameters(('d2', 2), ('d8', 8), ('d64', 64),
+                                  ('d128_two_factors', 128),
+                                  ('d4096_two_full_factors', 4096))
   def test_hadamard_matches_scipy_and_reference(self, d):
     x = np.random.default_rng(d).normal(size=d).astype(np.float32)
     expected = linalg.hadamard(d) @ x
+    # float32 sums of d terms of size ~1: error relative to sqrt(d).
     np.testing.assert_allclose(
         secagg.fast_walsh_hadamard(tf.constant(x)).numpy(), expected,
-        rtol=1e-5, atol=1e-5)
+        rtol=0, atol=1e-5 * math.sqrt(d))
     np.testing.assert_allclose(ref.hadamard_transform(x), expected,
                                rtol=1e-9, atol=1e-9)
+
+  @parameterized.named_parameters(('d8192_three_factors', 2**13),
+                                  ('d2pow19_four_factors', 2**19))
+  def test_large_hadamard_matches_reference(self, d):
+    x = np.random.default_rng(d).normal(size=d).astype(np.float32)
+    expected = ref.hadamard_transform(x.astype(np.float64))
+    got = secagg.fast_walsh_hadamard(tf.constant(x)).numpy()
+    # Entries are sums of d terms of size ~1: compare relative to sqrt(d).
+    np.testing.assert_allclose(got, expected, rtol=0,
+                               atol=1e-5 * math.sqrt(d))
+
+  def test_hadamard_refuses_other_lengths(self):
+    with self.assertRaisesRegex(ValueError, 'power-of-two'):
+      secagg.fast_walsh_hadamard(tf.zeros([12]))
+
+  @parameterized.named_parameters(('d100000', 100_000), ('d2pow20', 2**20))
+  def test_random_signs_are_fair_and_independent(self, d):
+    signs = secagg.random_signs(tf.constant([7, 8], tf.int64), d).numpy()
+    self.assertEqual(signs.shape, (d,))
+    self.assertEqual(set(np.unique(signs)), {-1.0, 1.0})
+    # Mean, lag-1 and lag-32 (same bit of consecutive words) correlations
+    # are sums of d fair +-1 terms: |.| < 5 / sqrt(d) but for 6e-7.
+    bound = 5 / math.sqrt(d)
+    self.assertLess(abs(signs.mean()), bound)
+    self.assertLess(abs(np.mean(signs[1:] * signs[:-1])), bound)
+    self.assertLess(abs(np.mean(signs[32:] * signs[:-32])), bound)
+    other = secagg.random_signs(tf.constant([7, 9], tf.int64), d).numpy()
+    self.assertLess(abs(np.mean(signs * other)), bound)
+    again = secagg.random_signs(tf.constant([7, 8], tf.int64), d).numpy()
+    np.testing.assert_array_equal(signs, again)
 
   @parameterized.named_parameters(('d16', 16), ('d1024', 1024))
   def test_rotation_is_inverted_exactly(self, d):
@@ -153,12 +186,15 @@ class FactoryTest(parameterized.TestCase):
     self.assertLess(errors[2], errors[1])
     self.assertLess(errors[1], errors[0])
 
-  def test_no_wraparound_with_m_clients_at_the_extreme(self):
-    # m clients whose rotated updates all sit at +C_inf: the integer sum is
-    # 2 C_inf m = M - 1, the largest value without wrapping.
+  @parameterized.named_parameters(('exact_count', True),
+                                  ('bound_only', False))
+  def test_no_wraparound_with_m_clients_at_the_extreme(self, debug):
+    # m clients whose rotated updates all sit at the same positive value
+    # s C / sqrt(d') in every coordinate: the largest integer sums m equal
+    # updates can give (an l2-clipped vector cannot reach C_inf everywhere).
     m, dim = 6, 16
     factory = secagg.SecAggDiscretizationFactory(
-        clip_norm=1.0, scale=2.0**6, report_goal=m, debug=True, seed=2)
+        clip_norm=1.0, scale=2.0**6, report_goal=m, debug=debug, seed=2)
     params = factory.params_for(dim)
     signs = secagg.random_signs(
         tf.random.experimental.stateless_fold_in(
@@ -168,8 +204,34 @@ class FactoryTest(parameterized.TestCase):
     values = [v.astype(np.float32)] * m
     decoded, measurements = _run(factory, values)
     self.assertEqual(int(measurements['wraparounds']), 0)
+    top = params.linf_bound + 1.0 * 2.0**6 / math.sqrt(params.padded_dim)
+    self.assertBetween(int(measurements['integer_sum_bound']),
+                       m * math.floor(top), m * math.ceil(top))
+    self.assertLess(int(measurements['integer_sum_bound']), params.modulus)
     true = m * v / np.linalg.norm(v)
     self.assertLess(np.linalg.norm(decoded - true), 0.2)
+
+  @parameterized.named_parameters(('exact_count', True),
+                                  ('bound_only', False))
+  def test_integer_sum_reaches_m_minus_1_without_wrapping(self, debug):
+    # With d' = 128, s C > C_inf: an update whose rotation is one spike is
+    # l_inf-clipped to exactly C_inf there, so m of them sum to 2 C_inf m =
+    # M - 1 in that coordinate, the largest sum without wrapping.
+    m, dim = 5, 128
+    factory = secagg.SecAggDiscretizationFactory(
+        clip_norm=1.0, scale=2.0**6, report_goal=m, debug=debug, seed=3)
+    params = factory.params_for(dim)
+    self.assertGreater(params.scale * params.clip_norm, params.linf_bound)
+    signs = secagg.random_signs(
+        tf.random.experimental.stateless_fold_in(
+            tf.constant([3, 0], tf.int64), 0), params.padded_dim)
+    spike = np.zeros(params.padded_dim, np.float32)
+    spike[0] = 1.0
+    v = secagg.unrotate(tf.constant(spike), signs).numpy()
+    _, measurements = _run(factory, [v] * m)
+    self.assertEqual(int(measurements['integer_sum_bound']),
+                     params.modulus - 1)
+    self.assertEqual(int(measurements['wraparounds']), 0)
 
   def test_more_clients_than_report_goal_is_refused(self):
     factory = secagg.SecAggDiscretizationFactory(clip_norm=1.0, scale=16.0,
@@ -188,6 +250,8 @@ class FactoryTest(parameterized.TestCase):
     self.assertGreaterEqual(int(m['rounding_retries']), 0)
     self.assertEqual(int(m['rounding_failures']), 0)
     self.assertNotIn('decode_error_l2', m)
+    self.assertEqual(int(m['wraparounds']), 0)
+    self.assertBetween(int(m['integer_sum_bound']), 1, params.modulus - 1)
 
   def test_modulus_too_large_is_a_clear_error(self):
     factory = secagg.SecAggDiscretizationFactory(clip_norm=1.0, scale=2.0**40,
