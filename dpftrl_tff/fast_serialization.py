@@ -43,30 +43,41 @@ _ORIGINAL_CREATE_VALUE = remote_executor.RemoteExecutor.create_value
 ENV_SWITCH = 'DPFTRL_TFF_FAST_SERIALIZATION'
 
 
+def _struct_items(value: object, type_spec: computation_types.StructType):
+  """(name, type, value) of every struct element, checking the arity."""
+  value_structure = structure.from_container(value)
+  if len(value_structure) != len(type_spec):
+    raise TypeError(
+        f'Cannot serialize a struct value of {len(value_structure)} '
+        f'elements to a struct type requiring {len(type_spec)} elements. '
+        f'Trying to serialize\n{value!r}\nto\n{type_spec}.')
+  return [(name, e_type, e_val) for (name, e_type), (_, e_val) in zip(
+      structure.iter_elements(type_spec),
+      structure.iter_elements(value_structure))]
+
+
+def _federated_members(value: object,
+                       type_spec: computation_types.FederatedType) -> list:
+  members = [value] if type_spec.all_equal else value
+  if not isinstance(members, list):
+    raise TypeError(f'Expected a list of federated members for '
+                    f'{type_spec}, got {type(members)}.')
+  return members
+
+
 def _serialize_into(value: object, type_spec: computation_types.Type,
                     target: executor_pb2.Value) -> computation_types.Type:
   """Serializes `value` of `type_spec` into `target`; returns its type."""
   if isinstance(type_spec, computation_types.StructType):
-    value_structure = structure.from_container(value)
-    if len(value_structure) != len(type_spec):
-      raise TypeError(
-          f'Cannot serialize a struct value of {len(value_structure)} '
-          f'elements to a struct type requiring {len(type_spec)} elements. '
-          f'Trying to serialize\n{value!r}\nto\n{type_spec}.')
     target.struct.SetInParent()
-    for (e_name, e_type), (_, e_val) in zip(
-        structure.iter_elements(type_spec),
-        structure.iter_elements(value_structure)):
+    for e_name, e_type, e_val in _struct_items(value, type_spec):
       element = target.struct.element.add()
       if e_name:
         element.name = e_name
       _serialize_into(e_val, e_type, element.value)
     return type_spec
   if isinstance(type_spec, computation_types.FederatedType):
-    members = [value] if type_spec.all_equal else value
-    if not isinstance(members, list):
-      raise TypeError(f'Expected a list of federated members for '
-                      f'{type_spec}, got {type(members)}.')
+    members = _federated_members(value, type_spec)
     target.federated.SetInParent()
     for member in members:
       member_type = _serialize_into(member, type_spec.member,
@@ -129,16 +140,8 @@ def _encode_value(value: object, type_spec: computation_types.Type,
                   out: List) -> tuple[int, computation_types.Type]:
   """Appends the wire bytes of Value(value); returns (size, type)."""
   if isinstance(type_spec, computation_types.StructType):
-    value_structure = structure.from_container(value)
-    if len(value_structure) != len(type_spec):
-      raise TypeError(
-          f'Cannot serialize a struct value of {len(value_structure)} '
-          f'elements to a struct type requiring {len(type_spec)} elements. '
-          f'Trying to serialize\n{value!r}\nto\n{type_spec}.')
     struct_chunks, struct_size = [], 0
-    for (e_name, e_type), (_, e_val) in zip(
-        structure.iter_elements(type_spec),
-        structure.iter_elements(value_structure)):
+    for e_name, e_type, e_val in _struct_items(value, type_spec):
       element, element_size = [], 0
       if e_name:
         name = e_name.encode()
@@ -150,10 +153,7 @@ def _encode_value(value: object, type_spec: computation_types.Type,
                             struct_chunks)
     return _field(_VALUE_STRUCT, struct_chunks, struct_size, out), type_spec
   if isinstance(type_spec, computation_types.FederatedType):
-    members = [value] if type_spec.all_equal else value
-    if not isinstance(members, list):
-      raise TypeError(f'Expected a list of federated members for '
-                      f'{type_spec}, got {type(members)}.')
+    members = _federated_members(value, type_spec)
     fed_chunks, fed_size = [], 0
     type_bytes = type_serialization.serialize_type(
         type_spec).federated.SerializeToString()

@@ -25,6 +25,12 @@ def _params(dim, scale=2.0**8, clip=1.0, m=8):
                              dim=dim, alpha=math.exp(-0.5))
 
 
+def _round_zero_signs(seed, dim):
+  """The signs a factory made with `seed` uses in its first round."""
+  return secagg.random_signs(tf.random.experimental.stateless_fold_in(
+      tf.constant([seed, 0], tf.int64), 0), dim)
+
+
 class StepsTest(parameterized.TestCase):
 
   @parameterized.named_parameters(('d2', 2), ('d8', 8), ('d64', 64),
@@ -196,9 +202,7 @@ class FactoryTest(parameterized.TestCase):
     factory = secagg.SecAggDiscretizationFactory(
         clip_norm=1.0, scale=2.0**6, report_goal=m, debug=debug, seed=2)
     params = factory.params_for(dim)
-    signs = secagg.random_signs(
-        tf.random.experimental.stateless_fold_in(
-            tf.constant([2, 0], tf.int64), 0), params.padded_dim)
+    signs = _round_zero_signs(2, params.padded_dim)
     # Pre-image of the all-ones direction: unrotate a constant vector.
     v = secagg.unrotate(tf.ones([params.padded_dim]), signs).numpy()
     values = [v.astype(np.float32)] * m
@@ -222,9 +226,7 @@ class FactoryTest(parameterized.TestCase):
         clip_norm=1.0, scale=2.0**6, report_goal=m, debug=debug, seed=3)
     params = factory.params_for(dim)
     self.assertGreater(params.scale * params.clip_norm, params.linf_bound)
-    signs = secagg.random_signs(
-        tf.random.experimental.stateless_fold_in(
-            tf.constant([3, 0], tf.int64), 0), params.padded_dim)
+    signs = _round_zero_signs(3, params.padded_dim)
     spike = np.zeros(params.padded_dim, np.float32)
     spike[0] = 1.0
     v = secagg.unrotate(tf.constant(spike), signs).numpy()
