@@ -17,7 +17,7 @@ Every case runs in its own process (so peak memory is its own: the maximum
 of the Python process and its TFF worker_binary), a warm-up round first, then
 `--rounds` timed rounds over the same cohorts for every case.
 
-  python -m benchmarks.round_time [--rounds=3] [--clients=10,50]
+  python -m benchmarks.round_time [--rounds=5] [--clients=10,50] [--cases=...]
 """
 
 import json
