@@ -11,19 +11,20 @@ for the paper-size model this cost ~0.3 s per round for FedAvg and grew with
 the DP-FTRL tree depth (about +1 s per round after a few rounds, more as
 training goes on), which dominated the DP-FTRL round-time overhead.
 
-`install()` replaces `value_serialization.serialize_value` with a version
-that writes struct elements and federated members directly into their parent
-message (`element.add().value`), and `RemoteExecutor.create_value` with one
-that encodes the gRPC request in protobuf wire format by hand (tensor
-contents are views of the numpy buffers, joined once), so each tensor is
-copied about twice instead of ~k+2 times plus a slow upb re-encoding. The bytes
-produced are identical to TFF's own serializer (tested on nested, named,
-federated, empty and dataset-bearing values). `uninstall()` restores TFF's
-function. Set DPFTRL_TFF_FAST_SERIALIZATION=0 to keep TFF's serializer.
+`install()` replaces `RemoteExecutor.create_value` (the only caller of
+`value_serialization.serialize_value`) with one that encodes struct and
+federated values to protobuf wire format by hand: a list of byte chunks whose
+tensor contents are views of the numpy buffers, joined once, sent over TFF's
+own gRPC channel. Each tensor is copied about twice instead of ~k+2 times
+plus a slow upb re-encoding (about 0.1 s per 40 MB). Leaves other than
+numeric arrays (scalars, datasets, computations) go through TFF's serializer.
+The bytes parse to exactly the message TFF's serializer builds (tested on
+nested, named, federated, empty and dataset-bearing values). `uninstall()`
+restores TFF's method. Set DPFTRL_TFF_FAST_SERIALIZATION=0 to keep it.
 """
 
 import os
-from typing import List, Optional
+from typing import List
 
 import numpy as np
 from tensorflow_federated.proto.v0 import array_pb2
@@ -65,48 +66,7 @@ def _federated_members(value: object,
   return members
 
 
-def _serialize_into(value: object, type_spec: computation_types.Type,
-                    target: executor_pb2.Value) -> computation_types.Type:
-  """Serializes `value` of `type_spec` into `target`; returns its type."""
-  if isinstance(type_spec, computation_types.StructType):
-    target.struct.SetInParent()
-    for e_name, e_type, e_val in _struct_items(value, type_spec):
-      element = target.struct.element.add()
-      if e_name:
-        element.name = e_name
-      _serialize_into(e_val, e_type, element.value)
-    return type_spec
-  if isinstance(type_spec, computation_types.FederatedType):
-    members = _federated_members(value, type_spec)
-    target.federated.SetInParent()
-    for member in members:
-      member_type = _serialize_into(member, type_spec.member,
-                                    target.federated.value.add())
-      type_spec.member.check_assignable_from(member_type)
-    target.federated.type.CopyFrom(
-        type_serialization.serialize_type(type_spec).federated)
-    return type_spec
-  proto, result_type = _ORIGINAL(value, type_spec)
-  target.CopyFrom(proto)
-  return result_type
-
-
-def serialize_value(value: object,
-                    type_spec: Optional[computation_types.Type] = None):
-  """Drop-in for TFF's `serialize_value` without per-level copies."""
-  if isinstance(type_spec, (computation_types.StructType,
-                            computation_types.FederatedType)):
-    target = executor_pb2.Value()
-    return target, _serialize_into(value, type_spec, target)
-  return _ORIGINAL(value, type_spec)
-
-
-# ---- Wire-format encoding straight to bytes (no upb message for big values).
-#
-# upb builds a message of copied sub-messages and then re-encodes it (about
-# 0.1 s per 40 MB here), so large requests are encoded by hand instead: a
-# list of byte chunks whose tensor contents are views of the numpy buffers,
-# joined once. Field numbers are those of executor.proto / array.proto.
+# Field numbers of executor.proto / array.proto.
 _VALUE_STRUCT, _VALUE_FEDERATED, _VALUE_ARRAY = 3, 5, 6
 _STRUCT_ELEMENT = 1
 _ELEMENT_NAME, _ELEMENT_VALUE = 1, 2
@@ -230,15 +190,13 @@ def install() -> bool:
   if os.environ.get(ENV_SWITCH, '1') == '0':
     uninstall()
     return False
-  value_serialization.serialize_value = serialize_value
   remote_executor.RemoteExecutor.create_value = _create_value
   return True
 
 
 def uninstall():
-  value_serialization.serialize_value = _ORIGINAL
   remote_executor.RemoteExecutor.create_value = _ORIGINAL_CREATE_VALUE
 
 
 def installed() -> bool:
-  return value_serialization.serialize_value is serialize_value
+  return remote_executor.RemoteExecutor.create_value is _create_value

@@ -206,13 +206,12 @@ def run() -> dict:
           f'after {summary["rounds"]} rounds; unigram baseline (always the '
           f'most frequent word) {summary["unigram_baseline_accuracy"]:.4f}')
   privacy = summary['privacy']
-  if privacy is not None:
-    min_sep_text = (str(privacy['observed_min_separation'])
-                    if privacy['observed_min_separation'] >= 0 else
-                    'none: no client took part twice')
   if privacy is None:
     print('Privacy: none (--aggregator=none or --noise_multiplier=0).')
   else:
+    min_sep_text = (str(privacy['observed_min_separation'])
+                    if privacy['observed_min_separation'] >= 0 else
+                    'none: no client took part twice')
     print(f'Privacy spent: rho-zCDP {privacy["zcdp"]:.4g}, epsilon '
           f'{privacy["epsilon"]:.3f} at delta {privacy["delta"]:g} '
           f'(z={privacy["noise_multiplier"]:g}, T={privacy["rounds"]}, '
