@@ -33,6 +33,38 @@ class PreprocessTest(parameterized.TestCase):
     np.testing.assert_array_equal(x.numpy(), [[5, 1, 2, 4], [5, 3, 3, 3]])
     np.testing.assert_array_equal(y.numpy(), [[1, 2, 4, 6], [3, 3, 3, 3]])
 
+  @parameterized.named_parameters(('small', 5), ('generated', 2000))
+  def test_vocab_lookup_equals_tf_lookup_table(self, vocab_size):
+    words = data.load_vocab(generated_cache(), 4000)
+    vocab = words[:vocab_size]
+    queries = words + ['', ' ', 'zz_not_a_word', 'ünïcödé', vocab[0] * 2]
+    table = tf.lookup.StaticVocabularyTable(
+        tf.lookup.KeyValueTensorInitializer(
+            keys=tf.constant(vocab),
+            values=tf.range(len(vocab), dtype=tf.int64)),
+        num_oov_buckets=1)
+    expected = table.lookup(tf.constant(queries)).numpy()
+    actual = data.VocabLookup(vocab).lookup(tf.constant(queries)).numpy()
+    np.testing.assert_array_equal(actual, expected)
+    self.assertGreater(int(np.sum(actual == len(vocab))), 4)  # OOV seen.
+
+  def test_vocab_lookup_refuses_repeated_words(self):
+    with self.assertRaisesRegex(data.DataError, 'repeated'):
+      data.VocabLookup(['a', 'b', 'a'])
+
+  def test_client_pipeline_has_no_resource_ops(self):
+    # A lookup-table resource in a client dataset leaked in TFF's worker
+    # (one table per client per round); the pipeline must not have one.
+    pre = data.build_preprocess_fn(['a', 'b'], sequence_length=4)
+    ds = pre(tf.data.Dataset.from_tensor_slices({'tokens': ['a b']}))
+    graph = tf.compat.v1.GraphDef.FromString(
+        ds._as_serialized_graph().numpy())  # pylint: disable=protected-access
+    ops = {n.op for n in graph.node}
+    for function in graph.library.function:
+      ops.update(n.op for n in function.node_def)
+    self.assertIn('StringToHashBucketFast', ops)
+    self.assertEmpty({op for op in ops if 'Table' in op or 'Resource' in op})
+
   def test_max_elements_and_epochs(self):
     pre = data.build_preprocess_fn(['a'], sequence_length=3, batch_size=1,
                                    max_elements_per_client=2, num_epochs=3)
