@@ -37,6 +37,10 @@ _CACHE = flags.DEFINE_string('cache_dir', '/tmp/dpftrl_bench_data',
 _VOCAB = flags.DEFINE_integer('vocab_size', 10000, 'Model vocabulary.')
 _LATENT = flags.DEFINE_integer('latent_size', 670, 'CIFG units.')
 _EMBEDDING = flags.DEFINE_integer('embedding_size', 96, 'Embedding size.')
+_RESIDENT = flags.DEFINE_bool(
+    'keep_state_in_worker', True,
+    'TFF cases keep the server state in the worker between rounds, as '
+    'training does (dpftrl_tff/resident.py); false: plain process.next.')
 _CASES = flags.DEFINE_list(
     'cases', ['keras', 'keras_in_memory', 'tff_none', 'tff_dp_ftrl',
               'tff_adaptive', 'tff_secagg'], 'Cases to run.')
@@ -63,6 +67,7 @@ def _run_case(case, clients, rounds):
   from dpftrl_tff import data  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import metrics  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff import resident  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
 
   train_data, _, _ = data.load_stackoverflow(_CACHE.value)
@@ -116,10 +121,15 @@ def _run_case(case, clients, rounds):
   else:
     process = training.build_learning_process(config)
     state = training.initial_state(process, config)
+    # As training.train runs rounds: the server state stays in TFF's worker.
+    rounds = resident.ResidentProcess(process)
 
     def run_round(cohort):
       nonlocal state
-      state = process.next(state, cohort).state
+      if _RESIDENT.value:
+        state = rounds.next(state, cohort)[0]
+      else:
+        state = process.next(state, cohort).state
 
   run_round(cohorts[0])   # warm-up (tracing)
   start = time.perf_counter()
@@ -150,7 +160,8 @@ def main(argv):
            f'--case={case}:{clients}', f'--rounds={_ROUNDS.value}',
            f'--cache_dir={_CACHE.value}', f'--vocab_size={_VOCAB.value}',
            f'--latent_size={_LATENT.value}',
-           f'--embedding_size={_EMBEDDING.value}'],
+           f'--embedding_size={_EMBEDDING.value}',
+           f'--keep_state_in_worker={_RESIDENT.value}'],
           capture_output=True, text=True, check=False,
           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
       lines = [l for l in proc.stdout.splitlines() if l.startswith('RESULT ')]

@@ -32,6 +32,7 @@ from dpftrl_tff import fast_serialization
 from dpftrl_tff import metrics as lm_metrics
 from dpftrl_tff import models
 from dpftrl_tff import participation
+from dpftrl_tff import resident
 from dpftrl_tff import runtime
 from dpftrl_tff.aggregators import adaptive
 from dpftrl_tff.aggregators import dp_ftrl
@@ -481,7 +482,8 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
     log.record(r, sampler.sample(r))
   writer = _MetricsWriter(output_dir, start_round)
 
-  previous_weights = process.get_model_weights(state).trainable
+  # The state stays in TFF's worker between rounds (resident.py).
+  rounds = resident.ResidentProcess(process)
   # The clip norm used in the coming round (C_theta of Algorithm 1).
   clip_in_force = (config.initial_clip_norm
                    if config.aggregator == 'dp_ftrl_adaptive'
@@ -499,18 +501,12 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
     log.record(round_num, cohort)
     datasets = [preprocess(train_data.create_tf_dataset_for_client(c))
                 for c in cohort]
-    output = process.next(state, datasets)
-    state = output.state
+    state, round_metrics, update_norm = rounds.next(state, datasets)
     round_seconds = time.monotonic() - round_start
-    weights = process.get_model_weights(state).trainable
-    update_norm = math.sqrt(sum(
-        float(np.sum((np.asarray(a) - np.asarray(b))**2))
-        for a, b in zip(weights, previous_weights)))
-    previous_weights = weights
 
     flat: Dict[str, float] = {}
-    _flatten('', output.metrics, flat)
-    train_metrics = output.metrics['client_work']['train']
+    _flatten('', round_metrics, flat)
+    train_metrics = round_metrics['client_work']['train']
     row: Dict[str, Any] = {
         'round': round_num + 1,
         'train_loss': float(train_metrics['loss']),
@@ -538,13 +534,14 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
       row['clip_norm_next_round'] = clip_in_force
     done = round_num + 1
     if done % config.rounds_per_eval == 0 or done == config.total_rounds:
-      process.get_model_weights(state).assign_weights_to(eval_model)
+      process.get_model_weights(rounds.materialize(state)).assign_weights_to(
+          eval_model)
       last_eval = evaluator()
       row['eval_loss'] = last_eval['loss']
       row['eval_in_vocab_accuracy'] = last_eval['in_vocab_accuracy']
     writer.write(row)
     if done % config.rounds_per_checkpoint == 0 or done == end_round:
-      asyncio.run(checkpoints.save(state, done))
+      asyncio.run(checkpoints.save(rounds.materialize(state), done))
     elapsed = time.monotonic() - started
     per_round = elapsed / (done - start_round)
     eta = per_round * (config.total_rounds - done)
@@ -556,7 +553,7 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
              f'{round_seconds:.1f}s/round ETA {_format_seconds(eta)}')
 
   rounds_done = end_round
-  weights = process.get_model_weights(state).trainable
+  weights = process.get_model_weights(rounds.materialize(state)).trainable
   np.savez(os.path.join(output_dir, FINAL_WEIGHTS_FILE),
            *[np.asarray(w) for w in weights])
   summary = dict(rounds=rounds_done, total_rounds=config.total_rounds,

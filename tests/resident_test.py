@@ -1,0 +1,127 @@
+"""Rounds with the state kept in TFF's worker equal plain `process.next`."""
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from dpftrl_tff import resident
+from dpftrl_tff import training
+
+_VOCAB = 30
+
+
+def _config(aggregator, secagg=False):
+  return training.TrainConfig(
+      clients_per_round=3, vocab_size=_VOCAB, latent_size=6,
+      embedding_size=4, aggregator=aggregator, secagg=secagg,
+      secagg_scale=64.0, noise_multiplier=0.5, clip_norm=0.5,
+      initial_clip_norm=0.05, restart_warmup=1, restart_frequency=2,
+      clipped_count_stddev=1.0,
+      seed=0, noise_seed=11)
+
+
+def _dataset(seed, sentences=4):
+  x = tf.random.stateless_uniform([sentences, 20], seed=[seed, 1],
+                                  maxval=_VOCAB + 4, dtype=tf.int64)
+  return tf.data.Dataset.from_tensor_slices((x, x)).batch(2)
+
+
+# Cohort sizes 3, 2, 3: the middle round runs on another TFF executor.
+_COHORTS = [[1, 2, 3], [4, 5], [6, 7, 8], [9, 10, 11]]
+
+
+def _leaves(state):
+  return [np.asarray(x) for x in tf.nest.flatten(state)]
+
+
+def _norm(process, before, after):
+  a = process.get_model_weights(before).trainable
+  b = process.get_model_weights(after).trainable
+  return np.sqrt(sum(np.sum((np.float64(y) - np.float64(x))**2)
+                     for x, y in zip(a, b)))
+
+
+class ResidentProcessTest(tf.test.TestCase, parameterized.TestCase):
+
+  def tearDown(self):
+    tff.backends.native.set_sync_local_cpp_execution_context()
+    super().tearDown()
+
+  @parameterized.named_parameters(
+      ('fedavg', 'none', False),
+      ('dp_ftrl', 'dp_ftrl', False),
+      ('dp_ftrl_adaptive_with_restarts', 'dp_ftrl_adaptive', False),
+      ('dp_ftrl_secagg', 'dp_ftrl', True))
+  def test_rounds_equal_plain_process_next(self, aggregator, secagg):
+    config = _config(aggregator, secagg)
+    process = training.build_learning_process(config)
+    initial = training.initial_state(process, config)
+    rounds = resident.ResidentProcess(process)
+    self.assertTrue(rounds.keeps_state_in_worker)
+    plain, kept = initial, initial
+    for cohort in _COHORTS:
+      datasets = [_dataset(seed) for seed in cohort]
+      output = process.next(plain, datasets)
+      kept, metrics, norm = rounds.next(kept, datasets)
+      self.assertIsInstance(kept, resident.ResidentState)
+      self.assertEqual(str(metrics), str(output.metrics))
+      self.assertAllClose(norm, _norm(process, plain, output.state),
+                          rtol=1e-12, atol=0)
+      self.assertGreater(norm, 0.0)
+      plain = output.state
+    materialized = rounds.materialize(kept)
+    self.assertIs(type(materialized), type(plain))
+    self.assertIs(rounds.materialize(kept), materialized)  # Cached.
+    expected, actual = _leaves(plain), _leaves(materialized)
+    self.assertLen(actual, len(expected))
+    for want, got in zip(expected, actual):
+      self.assertEqual(want.dtype, got.dtype)
+      np.testing.assert_array_equal(got, want)
+
+  def test_fallback_without_executor_interface_equals_plain(self):
+    config = _config('dp_ftrl')
+    process = training.build_learning_process(config)
+    initial = training.initial_state(process, config)
+
+    class _PlainContext:
+      pass
+
+    rounds = resident.ResidentProcess(process, context=_PlainContext())
+    self.assertFalse(rounds.keeps_state_in_worker)
+    datasets = [_dataset(seed) for seed in _COHORTS[0]]
+    kept, _, norm = rounds.next(initial, datasets)
+    plain = process.next(initial, datasets).state
+    self.assertAllClose(norm, _norm(process, initial, plain), rtol=1e-12)
+    for want, got in zip(_leaves(plain), _leaves(rounds.materialize(kept))):
+      np.testing.assert_array_equal(got, want)
+
+  def test_error_in_a_round_is_raised_and_next_round_works(self):
+    # SecAgg refuses more clients than the report goal (3): the worker's
+    # error reaches the caller, and the process keeps working afterwards.
+    config = _config('dp_ftrl', secagg=True)
+    process = training.build_learning_process(config)
+    initial = training.initial_state(process, config)
+    rounds = resident.ResidentProcess(process)
+    with self.assertRaisesRegex(Exception, 'more clients than report_goal'):
+      rounds.next(initial, [_dataset(s) for s in range(4)])
+    kept, _, norm = rounds.next(initial, [_dataset(s) for s in range(3)])
+    self.assertGreater(norm, 0.0)
+    self.assertIsInstance(kept, resident.ResidentState)
+
+  def test_lost_state_is_a_clear_error(self):
+    config = _config('none')
+    process = training.build_learning_process(config)
+    rounds = resident.ResidentProcess(process)
+    kept, _, _ = rounds.next(training.initial_state(process, config),
+                             [_dataset(s) for s in range(3)])
+    context = tff.framework.get_context_stack().current
+    context.executor_factory.clean_up_executor({tff.CLIENTS: 3})
+    with self.assertRaises(resident.ResidentStateLostError):
+      rounds.materialize(kept)
+    with self.assertRaises(resident.ResidentStateLostError):
+      rounds.next(kept, [_dataset(s) for s in range(3)])
+
+
+if __name__ == '__main__':
+  tf.test.main()
