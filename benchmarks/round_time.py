@@ -122,12 +122,12 @@ def _run_case(case, clients, rounds):
     process = training.build_learning_process(config)
     state = training.initial_state(process, config)
     # As training.train runs rounds: the server state stays in TFF's worker.
-    rounds = resident.ResidentProcess(process)
+    kept = resident.ResidentProcess(process)
 
     def run_round(cohort):
       nonlocal state
       if _RESIDENT.value:
-        state = rounds.next(state, cohort)[0]
+        state = kept.next(state, cohort)[0]
       else:
         state = process.next(state, cohort).state
 
