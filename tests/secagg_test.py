@@ -108,8 +108,10 @@ class StepsTest(parameterized.TestCase):
         params.padded_dim)
     z = z * min(1.0, params.linf_bound / np.max(np.abs(z)))
     np.testing.assert_allclose(y, z, rtol=1e-4, atol=1e-3)
-    encoded, retries, ok = secagg.encode(
+    encoded, retries, ok, top = secagg.encode(
         tf.constant(x), signs, tf.constant([1, 2], tf.int64), params, 100)
+    self.assertGreaterEqual(int(top), int(np.max(encoded.numpy())))
+    self.assertLessEqual(int(top), 2 * params.linf_bound)
     self.assertTrue(bool(ok))
     self.assertGreaterEqual(int(retries), 0)
     rounded = encoded.numpy() - params.linf_bound
@@ -122,6 +124,31 @@ class StepsTest(parameterized.TestCase):
         rng=np.random.default_rng(0))
     self.assertLessEqual(np.max(np.abs(ref_encoded - encoded.numpy())), 1)
 
+  @parameterized.named_parameters(
+      ('float32_path', 3000.5),
+      ('float32_path_near_2_24', 2.0**24 - 1),
+      ('float64_path', 2.0**24 + 17.25))
+  def test_squared_norm_decision_is_exact(self, bound):
+    # Integer vectors (d = 2^20) with squared norms exactly at, one below
+    # and one above floor(bound), and far above it (1600 * 2^20 > 2^24):
+    # the decision equals the exact integer comparison.
+    dim = 2**20
+
+    def vector_with_squared_norm(target):
+      big, ones = divmod(target, 1600)   # 40^2 = 1600.
+      v = np.zeros(dim, np.float32)
+      v[:big] = -40.0
+      v[big:big + ones] = 1.0
+      return v
+
+    edge = math.floor(bound)
+    cases = [vector_with_squared_norm(t) for t in (edge - 1, edge, edge + 1)]
+    cases.append(np.full(dim, 40.0, np.float32))
+    for v in cases:
+      norm2 = int(np.sum(v.astype(np.int64)**2))
+      got = bool(secagg.squared_norm_at_most(tf.constant(v), bound))
+      self.assertEqual(got, norm2 <= bound, msg=f'{norm2} vs {bound}')
+
   @parameterized.named_parameters(('small_scale', 4.0), ('mid', 64.0),
                                   ('large', 4096.0))
   def test_every_encoded_vector_meets_the_norm_bound(self, scale):
@@ -131,10 +158,11 @@ class StepsTest(parameterized.TestCase):
                                 params.padded_dim)
     for i in range(20):
       x = rng.normal(size=300).astype(np.float32) * rng.uniform(0.01, 10)
-      encoded, _, ok = secagg.encode(tf.constant(x), signs,
-                                     tf.constant([i, 9], tf.int64), params,
-                                     1000)
+      encoded, _, ok, top = secagg.encode(tf.constant(x), signs,
+                                          tf.constant([i, 9], tf.int64),
+                                          params, 1000)
       self.assertTrue(bool(ok))
+      self.assertGreaterEqual(int(top), int(np.max(encoded.numpy())))
       centred = encoded.numpy().astype(np.float64) - params.linf_bound
       self.assertLessEqual(np.sum(centred**2), params.norm_bound_squared)
       self.assertTrue(np.all(encoded.numpy() >= 0))

@@ -14,7 +14,8 @@ Each client, in this order (d = number of parameters, padded to d' = 2^k):
      ||x~||^2 <= s^2 C^2 + d'/4 + sqrt(2 log(1/alpha)) (s C + sqrt(d')/2)
      (after `max_rounding_retries` failures the client sends zeros, which
      meets the bound; counted in `rounding_failures`);
-  5. shift into {0..2 C_inf} and reduce mod M = 2 C_inf m + 1.
+  5. shift into {0..2 C_inf} and reduce mod M = 2 C_inf m + 1 (the identity
+     on {0..2 C_inf}, so no operation is spent on it).
 
 The modular sum is taken by `inner_agg_factory` (default
 `tff.aggregators.SecureModularSumFactory(M)`, run as a plain sum mod M by
@@ -30,8 +31,9 @@ n <= m clients, sum_i u_i has coordinates in [0, 2 C_inf n] within
 then unscale by 1/s and unrotate, D_xi H_{d'}^T / sqrt(d') (H is symmetric),
 and drop the padding. More than m clients could wrap around; the server
 checks n <= m and fails the round with an error naming report_goal. It also
-checks sum_i max_j u_ij < M (each client reports its largest coordinate),
-which bounds every coordinate's integer sum: a completed round provably has
+checks sum_i top_i < M, where each client reports top_i >= max_j u_ij
+(ceil(min(||x_i||_inf, C_inf)) + C_inf, known from step 3 at no cost); the
+sum bounds every coordinate's integer sum, so a completed round provably has
 no wrap-around without a second full-size aggregation to count them.
 
 The signs xi are drawn once per round from the round's seed (on the server)
@@ -69,14 +71,15 @@ def hadamard_matrix(n: int) -> np.ndarray:
   return h
 
 
-def fast_walsh_hadamard(x: tf.Tensor) -> tf.Tensor:
-  """H_d x for a vector of length d = 2^k (Sylvester order, unnormalized).
+def fast_walsh_hadamard(x: tf.Tensor, scale: float = 1.0) -> tf.Tensor:
+  """scale * H_d x for a vector of length d = 2^k (Sylvester order).
 
   Sylvester's H_{ab} = H_a (x) H_b (Kronecker), and (A (x) B) vec(X) =
   vec(A X B^T) for X the row-major [a, b] reshape of x. So H_d x is H_{n_i}
   applied along every axis of x reshaped to [n_1, ..., n_r] with
   prod n_i = d: r small matrix products (radix n_i <= 64) instead of k
   butterfly passes over memory, about 4x faster for d = 2^22 on CPU.
+  `scale` is folded into the first small matrix (no extra pass).
   """
   d = int(x.shape[0])
   k = int(round(math.log2(d)))
@@ -88,7 +91,10 @@ def fast_walsh_hadamard(x: tf.Tensor) -> tf.Tensor:
   for i, n in enumerate(factors):
     before = int(np.prod(factors[:i], dtype=np.int64))
     after = int(np.prod(factors[i + 1:], dtype=np.int64))
-    h = tf.constant(hadamard_matrix(n), x.dtype)
+    h = hadamard_matrix(n)
+    if i == 0 and scale != 1.0:
+      h = (h.astype(np.float64) * scale).astype(np.float32)
+    h = tf.constant(h, x.dtype)
     if after == 1:   # Last axis: rows times H (H is symmetric).
       x = tf.matmul(tf.reshape(x, [before, n]), h)
     elif before == 1:
@@ -117,13 +123,13 @@ def random_signs(seed: tf.Tensor, dim: int) -> tf.Tensor:
 def rotate(x: tf.Tensor, signs: tf.Tensor) -> tf.Tensor:
   """(1/sqrt(d)) H_d D_xi x."""
   d = int(x.shape[0])
-  return fast_walsh_hadamard(signs * x) / math.sqrt(d)
+  return fast_walsh_hadamard(signs * x, 1.0 / math.sqrt(d))
 
 
 def unrotate(y: tf.Tensor, signs: tf.Tensor) -> tf.Tensor:
   """D_xi H_d^T y / sqrt(d), the inverse of `rotate`."""
   d = int(y.shape[0])
-  return signs * fast_walsh_hadamard(y) / math.sqrt(d)
+  return signs * fast_walsh_hadamard(y, 1.0 / math.sqrt(d))
 
 
 def clip_l2(x: tf.Tensor, clip_norm: float) -> tf.Tensor:
@@ -136,10 +142,29 @@ def clip_linf(x: tf.Tensor, bound: float) -> tf.Tensor:
   return x * tf.minimum(1.0, bound / tf.maximum(top, 1e-30))
 
 
+def squared_norm_at_most(rounded: tf.Tensor, bound: float) -> tf.Tensor:
+  """Whether ||rounded||^2 <= bound, exactly, for integer-valued float32.
+
+  Below 2^24 float32 holds every integer exactly, and a sum of non-negative
+  integers computed in any order (rounding is monotone) is exact while the
+  true sum is at most 2^24, and at least 2^24 otherwise. So for bound < 2^24
+  a float32 dot product (one pass, no temporary) decides exactly; larger
+  bounds use float64.
+  """
+  if bound < 2.0**24:
+    flat = tf.reshape(rounded, [1, -1])
+    norm2 = tf.matmul(flat, flat, transpose_b=True)[0, 0]
+    # norm2 is an integer: norm2 <= bound iff norm2 <= floor(bound) < 2^24.
+    return norm2 <= tf.constant(math.floor(bound), tf.float32)
+  norm2 = tf.reduce_sum(tf.square(tf.cast(rounded, tf.float64)))
+  return norm2 <= bound
+
+
 def conditional_stochastic_round(x: tf.Tensor, norm_bound_squared: float,
                                  seed: tf.Tensor, max_retries: int):
   """Rounds x stochastically until ||x~||^2 <= bound; returns (x~, tries, ok).
 
+  Every coordinate goes up with probability equal to its fractional part.
   x~ is float-valued with integer coordinates; zeros if no try met the bound
   within `max_retries` retries (ok is then False).
   """
@@ -150,8 +175,7 @@ def conditional_stochastic_round(x: tf.Tensor, norm_bound_squared: float,
     u = tf.random.stateless_uniform(
         tf.shape(x), seed=tf.random.experimental.stateless_fold_in(seed, i))
     rounded = floor + tf.cast(u < frac, x.dtype)
-    norm2 = tf.reduce_sum(tf.square(tf.cast(rounded, tf.float64)))
-    return rounded, norm2 <= norm_bound_squared
+    return rounded, squared_norm_at_most(rounded, norm_bound_squared)
 
   first, ok = attempt(tf.constant(0, tf.int32))
 
@@ -166,7 +190,7 @@ def conditional_stochastic_round(x: tf.Tensor, norm_bound_squared: float,
 
   tries, rounded, ok = tf.while_loop(cond, body,
                                      (tf.constant(1, tf.int32), first, ok))
-  rounded = tf.where(ok, rounded, tf.zeros_like(rounded))
+  rounded = tf.cond(ok, lambda: rounded, lambda: tf.zeros_like(rounded))
   return rounded, tries - 1, ok
 
 
@@ -199,15 +223,43 @@ class SecAggParams:
 
 def encode(x: tf.Tensor, signs: tf.Tensor, seed: tf.Tensor,
            params: SecAggParams, max_retries: int):
-  """Client steps 1-5 on a flat float32 vector of length params.dim."""
-  x = clip_l2(tf.cast(x, tf.float32), params.clip_norm) * params.scale
+  """Client steps 1-5 on a flat float32 vector of length params.dim.
+
+  Returns (u, retries, ok, top): u the shifted integer vector in
+  [0, 2 C_inf], and top >= max_j u_j (see `_shifted_top`).
+  """
+  x = tf.cast(x, tf.float32)
+  # Step 1: clip and scale in one multiplication.
+  norm = tf.norm(x)
+  x = x * (params.scale *
+           tf.minimum(1.0, params.clip_norm / tf.maximum(norm, 1e-30)))
   x = tf.pad(x, [[0, params.padded_dim - params.dim]])
-  x = rotate(x, signs)
-  x = clip_linf(x, float(params.linf_bound))
-  rounded, retries, ok = conditional_stochastic_round(
+  x = rotate(x, signs)                                     # Step 2.
+  bound = float(params.linf_bound)
+  top_abs = tf.reduce_max(tf.abs(x))
+  x = tf.cond(top_abs > bound,                             # Step 3.
+              lambda: x * (bound / top_abs), lambda: x)
+  rounded, retries, ok = conditional_stochastic_round(     # Step 4.
       x, params.norm_bound_squared, seed, max_retries)
+  # Step 5. |rounded| <= C_inf (C_inf is an integer and |x| <= C_inf), so
+  # the shifted coordinates lie in [0, 2 C_inf] and reduction mod
+  # M = 2 C_inf m + 1 > 2 C_inf is the identity: no pass is spent on it.
   shifted = tf.cast(rounded, tf.int32) + params.linf_bound
-  return tf.math.floormod(shifted, params.modulus), retries, ok
+  return shifted, retries, ok, _shifted_top(top_abs, ok, params)
+
+
+def _shifted_top(top_abs, ok, params: SecAggParams):
+  """An upper bound on a client's largest shifted coordinate, at no cost.
+
+  Every rounded coordinate is at most ceil(min(max_j |x_j|, C_inf)), so
+  every shifted one at most that plus C_inf (C_inf for the all-zero vector
+  sent after a rounding failure). Summed over n <= m clients it stays
+  below M, and it bounds every coordinate's integer sum.
+  """
+  bound = float(params.linf_bound)
+  top = tf.math.ceil(tf.minimum(top_abs, bound)) + bound
+  top = tf.where(ok, top, bound)
+  return tf.cast(top, tf.int64)
 
 
 def decode(modular_sum: tf.Tensor, num_clients: tf.Tensor, signs: tf.Tensor,
@@ -241,9 +293,9 @@ class SecAggDiscretizationFactory(tff.aggregators.UnweightedAggregationFactory):
   approximation within the rounding error, which shrinks as s grows).
   Measurements per round: `bits_per_parameter` (ceil log2 M), `modulus`,
   `num_clients`, `rounding_retries` (summed over clients),
-  `rounding_failures`, `integer_sum_bound` (sum over clients of each one's
-  largest shifted coordinate: no coordinate's integer sum exceeds it, and a
-  round with bound >= M is refused), `wraparounds` (coordinates whose
+  `rounding_failures`, `integer_sum_bound` (sum over clients of an upper
+  bound on each one's largest shifted coordinate: no coordinate's integer
+  sum exceeds it, and a round with bound >= M is refused), `wraparounds` (coordinates whose
   integer sum reached M: with `debug=True` counted exactly from a second,
   plain integer sum; otherwise the bound's upper bound on it, 0 whenever
   the round completes), and, with `debug=True`, `decode_error_l2` (l2
@@ -330,14 +382,13 @@ class SecAggDiscretizationFactory(tff.aggregators.UnweightedAggregationFactory):
       # Independent rounding randomness per client: fold in a fingerprint of
       # the client's own update (deterministic, so resumed runs repeat).
       fingerprint = tf.cast(tf.math.floormod(
-          tf.reduce_sum(tf.abs(flat)) * 1e4, 2.0**30), tf.int32)
+          tf.norm(flat) * 1e6, 2.0**30), tf.int32)
       client_seed = tf.random.experimental.stateless_fold_in(
           tf.random.experimental.stateless_fold_in(seed, 7919), fingerprint)
-      encoded, retries, ok = encode(flat, signs, client_seed, params,
-                                    max_retries)
-      # Largest shifted coordinate: sum_i max_j u_ij bounds every
-      # coordinate's integer sum, so bound < M proves no wrap-around.
-      top = tf.cast(tf.reduce_max(encoded), tf.int64)
+      encoded, retries, ok, top = encode(flat, signs, client_seed, params,
+                                         max_retries)
+      # top >= max_j u_ij: sum_i top_i bounds every coordinate's integer
+      # sum, so a sum below M proves no wrap-around.
       return flat, encoded, retries, tf.cast(tf.logical_not(ok), tf.int32), top
 
     seed_type = round_seed.type_signature.result
