@@ -15,7 +15,9 @@ per round, for:
                beforehand (no input pipeline: a compute-only bound).
 Every case runs in its own process (so peak memory is its own: the maximum
 of the Python process and its TFF worker_binary), a warm-up round first, then
-`--rounds` timed rounds over the same cohorts for every case.
+`--rounds` timed rounds over the same cohorts for every case. Besides wall
+time it reports CPU seconds per round (this process and its worker), which
+varies less than wall time on a shared machine.
 
   python -m benchmarks.round_time [--rounds=5] [--clients=10,50] [--cases=...]
 """
@@ -57,6 +59,19 @@ def _peak_rss_mb(pids):
     except OSError:
       pass
   return peak
+
+
+def _cpu_seconds(pids):
+  """User + system CPU seconds of this process and `pids` (the workers)."""
+  total = sum(os.times()[:2])
+  for pid in pids:
+    try:
+      with open(f'/proc/{pid}/stat') as f:
+        fields = f.read().rsplit(')', 1)[1].split()
+      total += (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+    except (OSError, IndexError, ValueError):
+      pass
+  return total
 
 
 def _run_case(case, clients, rounds):
@@ -132,13 +147,16 @@ def _run_case(case, clients, rounds):
         state = process.next(state, cohort).state
 
   run_round(cohorts[0])   # warm-up (tracing)
+  workers = runtime.worker_pids()
+  cpu_start = _cpu_seconds(workers)
   start = time.perf_counter()
   for cohort in cohorts[1:]:
     run_round(cohort)
   seconds = (time.perf_counter() - start) / rounds
+  cpu = (_cpu_seconds(workers) - cpu_start) / rounds
   peak = _peak_rss_mb([os.getpid()] + runtime.worker_pids())
   return dict(case=case, clients=clients,
-              seconds_per_round=seconds,
+              seconds_per_round=seconds, cpu_seconds_per_round=cpu,
               sequences_per_second=sum(sequences[1:]) / (seconds * rounds),
               peak_memory_mb=peak)
 
@@ -173,6 +191,7 @@ def main(argv):
       print(f'{r["case"]:12} clients {r["clients"]:3d}: '
             f'{r["seconds_per_round"]:7.2f} s/round '
             f'{r["sequences_per_second"]:7.1f} seq/s '
+            f'{r["cpu_seconds_per_round"]:7.2f} CPU-s/round '
             f'peak {r["peak_memory_mb"]:7.0f} MB', flush=True)
   by = {(r['case'], r['clients']): r for r in results}
   for clients in [int(c) for c in _CLIENTS.value]:
@@ -190,7 +209,8 @@ def main(argv):
     if none and dp:
       print(f'clients {clients}: DP-FTRL round time overhead '
             f'{100 * (dp["seconds_per_round"] / none["seconds_per_round"] - 1):+.1f}%'
-            ' (goal <= 5% at 50 clients)')
+            ' (goal <= 5% at 50 clients); CPU time '
+            f'{100 * (dp["cpu_seconds_per_round"] / none["cpu_seconds_per_round"] - 1):+.1f}%')
     for case, goal in (('tff_adaptive', ''),
                        ('tff_secagg', ' (goal <= 30% at 50 clients)')):
       r = by.get((case, clients))

@@ -21,6 +21,8 @@ import time
 import types
 from typing import List
 
+from absl import logging
+
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 _WORKER_NAME = 'worker_binary'
@@ -181,12 +183,34 @@ def _die_with_parent():  # Runs in the forked child, before exec.
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+# How long an unbounded wait() on a worker lasts before SIGKILL.
+WORKER_STOP_TIMEOUT_SECONDS = 10.0
+
+
 class _WorkerPopen(subprocess.Popen):
-  """Popen for TFF's worker: the kernel kills it when its parent dies."""
+  """Popen for TFF's worker: the kernel kills it when its parent dies.
+
+  TFF stops a worker (when its execution context is replaced) with SIGINT
+  and an unbounded `wait()`; a worker that does not exit on SIGINT (seen in
+  the test suite after a context switch) hung the caller for ever. An
+  unbounded wait here lasts WORKER_STOP_TIMEOUT_SECONDS, then the worker is
+  killed.
+  """
 
   def __init__(self, *args, **kwargs):
     kwargs.setdefault('preexec_fn', _die_with_parent)
     super().__init__(*args, **kwargs)
+
+  def wait(self, timeout=None):
+    if timeout is not None:
+      return super().wait(timeout)
+    try:
+      return super().wait(WORKER_STOP_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+      logging.warning('TFF worker %d did not stop within %.0f s; killing it.',
+                      self.pid, WORKER_STOP_TIMEOUT_SECONDS)
+      self.kill()
+      return super().wait()
 
 
 def patch_worker_launch() -> bool:

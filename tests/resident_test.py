@@ -6,6 +6,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from dpftrl_tff import resident
+from dpftrl_tff import runtime
 from dpftrl_tff import training
 
 _VOCAB = 30
@@ -45,6 +46,7 @@ def _norm(process, before, after):
 class ResidentProcessTest(tf.test.TestCase, parameterized.TestCase):
 
   def tearDown(self):
+    runtime.shutdown_workers()
     tff.backends.native.set_sync_local_cpp_execution_context()
     super().tearDown()
 

@@ -228,5 +228,30 @@ class BinaryTest(parameterized.TestCase):
     self.assertEqual(set(runtime.worker_pids()), before)
 
 
+class WorkerStopTest(absltest.TestCase):
+
+  def test_unbounded_wait_kills_a_worker_that_ignores_sigint(self):
+    # TFF stops a replaced context's worker with SIGINT and wait(); one that
+    # ignores SIGINT must not hang the caller.
+    previous = runtime.WORKER_STOP_TIMEOUT_SECONDS
+    runtime.WORKER_STOP_TIMEOUT_SECONDS = 1.0
+    try:
+      proc = runtime._WorkerPopen([  # pylint: disable=protected-access
+          sys.executable, '-c',
+          'import signal, sys, time; '
+          'signal.signal(signal.SIGINT, signal.SIG_IGN); '
+          'print("ready", flush=True); time.sleep(120)'],
+                                  stdout=subprocess.PIPE, text=True)
+      self.assertEqual(proc.stdout.readline().strip(), 'ready')
+      proc.send_signal(signal.SIGINT)
+      start = time.monotonic()
+      code = proc.wait()
+      self.assertLess(time.monotonic() - start, 30)
+      self.assertEqual(code, -signal.SIGKILL)
+      proc.stdout.close()
+    finally:
+      runtime.WORKER_STOP_TIMEOUT_SECONDS = previous
+
+
 if __name__ == '__main__':
   absltest.main()
