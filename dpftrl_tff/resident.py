@@ -98,6 +98,27 @@ def build_next_with_update_norm(process) -> tff.Computation:
   return next_with_update_norm
 
 
+def _quiet_disposal(executor):
+  """Disposal of a value whose worker is gone (exit, reset) is a no-op.
+
+  TFF disposes values from finalizers, also at interpreter exit, when the
+  worker has already been stopped; the failed RPC printed tracebacks after
+  every successful run. There is nothing left to free then.
+  """
+  dispose = executor._dispose  # pylint: disable=protected-access
+  if getattr(dispose, 'quiet', False):
+    return
+
+  def quiet(value_ref, executor_id):
+    try:
+      dispose(value_ref, executor_id)
+    except Exception:  # pylint: disable=broad-except
+      pass
+
+  quiet.quiet = True
+  executor._dispose = quiet  # pylint: disable=protected-access
+
+
 def _resident_context(context):
   """The async context inside `context` if it can keep values, else None."""
   async_context = getattr(context, '_async_context', None)
@@ -196,6 +217,7 @@ class ResidentProcess:
     # Free worker values as soon as Python drops them (old states are large).
     if hasattr(executor, '_dispose_batch_size'):
       executor._dispose_batch_size = 1  # pylint: disable=protected-access
+      _quiet_disposal(executor)
     try:
       function = await self._function(executor)
       if isinstance(state, ResidentState):

@@ -1,5 +1,9 @@
 """Rounds with the state kept in TFF's worker equal plain `process.next`."""
 
+import os
+import subprocess
+import sys
+
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
@@ -10,6 +14,7 @@ from dpftrl_tff import runtime
 from dpftrl_tff import training
 
 _VOCAB = 30
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _config(aggregator, secagg=False):
@@ -123,6 +128,38 @@ class ResidentProcessTest(tf.test.TestCase, parameterized.TestCase):
       rounds.materialize(kept)
     with self.assertRaises(resident.ResidentStateLostError):
       rounds.next(kept, [_dataset(s) for s in range(3)])
+
+
+_EXIT_SCRIPT = """
+import tensorflow as tf
+from dpftrl_tff import resident, runtime, training
+runtime.install()
+config = training.TrainConfig(clients_per_round=2, vocab_size=30,
+                              latent_size=6, embedding_size=4,
+                              aggregator='dp_ftrl', noise_multiplier=0.5,
+                              clip_norm=1.0, seed=0)
+process = training.build_learning_process(config)
+rounds = resident.ResidentProcess(process)
+x = tf.zeros([4, 20], tf.int64)
+data = [tf.data.Dataset.from_tensor_slices((x, x)).batch(2)] * 2
+state = training.initial_state(process, config)
+for _ in range(3):
+  state, _, _ = rounds.next(state, data)
+runtime.shutdown_workers()   # Worker gone before the values' finalizers.
+print('done', flush=True)
+"""
+
+
+class ExitTest(tf.test.TestCase):
+
+  def test_no_traceback_when_worker_stops_before_values_are_freed(self):
+    proc = subprocess.run(
+        [sys.executable, '-c', _EXIT_SCRIPT], cwd=_ROOT, capture_output=True,
+        text=True, timeout=600,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    self.assertIn('done', proc.stdout)
+    self.assertNotIn('Traceback', proc.stderr)
 
 
 if __name__ == '__main__':
