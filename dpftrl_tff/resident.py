@@ -34,6 +34,8 @@ from tensorflow_federated.python.core.impl.execution_contexts import (
 from tensorflow_federated.python.core.impl.types import type_conversions
 # pylint: enable=g-direct-tensorflow-import
 
+from dpftrl_tff import runtime
+
 
 class ResidentStateLostError(RuntimeError):
   """The worker value behind a `ResidentState` no longer exists."""
@@ -102,14 +104,19 @@ def _quiet_disposal(executor):
   """Disposal of a value whose worker is gone (exit, reset) is a no-op.
 
   TFF disposes values from finalizers, also at interpreter exit, when the
-  worker has already been stopped; the failed RPC printed tracebacks after
-  every successful run. There is nothing left to free then.
+  worker has already been stopped; the failed RPC printed tracebacks (and
+  TFF's retry log) after every successful run. There is nothing left to free
+  then: no RPC is made once `runtime.shutdown_workers` has run since the
+  executor's last round, and a failed one is ignored.
   """
+  executor._dpftrl_shutdowns = runtime.shutdown_count()  # pylint: disable=protected-access
   dispose = executor._dispose  # pylint: disable=protected-access
   if getattr(dispose, 'quiet', False):
     return
 
   def quiet(value_ref, executor_id):
+    if runtime.shutdown_count() != getattr(executor, '_dpftrl_shutdowns', 0):
+      return   # runtime.shutdown_workers stopped this executor's worker.
     try:
       dispose(value_ref, executor_id)
     except Exception:  # pylint: disable=broad-except

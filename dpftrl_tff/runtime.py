@@ -76,12 +76,22 @@ def worker_pids() -> List[int]:
           if _name(p) == _WORKER_NAME and _alive(p)]
 
 
+_shutdowns = 0
+
+
+def shutdown_count() -> int:
+  """How many times `shutdown_workers` has run in this process."""
+  return _shutdowns
+
+
 def shutdown_workers(timeout: float = 5.0) -> int:
   """Stops this process's TFF workers: SIGINT, wait, then SIGKILL.
 
   Returns:
     The number of workers that were running.
   """
+  global _shutdowns
+  _shutdowns += 1
   pids = worker_pids()
   for pid in pids:
     try:

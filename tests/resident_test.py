@@ -131,9 +131,11 @@ class ResidentProcessTest(tf.test.TestCase, parameterized.TestCase):
 
 
 _EXIT_SCRIPT = """
+from absl import logging
 import tensorflow as tf
 from dpftrl_tff import resident, runtime, training
 runtime.install()
+logging.set_verbosity(logging.INFO)   # TFF's gRPC retry log is INFO.
 config = training.TrainConfig(clients_per_round=2, vocab_size=30,
                               latent_size=6, embedding_size=4,
                               aggregator='dp_ftrl', noise_multiplier=0.5,
@@ -146,6 +148,7 @@ state = training.initial_state(process, config)
 for _ in range(3):
   state, _, _ = rounds.next(state, data)
 runtime.shutdown_workers()   # Worker gone before the values' finalizers.
+del state
 print('done', flush=True)
 """
 
@@ -160,6 +163,7 @@ class ExitTest(tf.test.TestCase):
     self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
     self.assertIn('done', proc.stdout)
     self.assertNotIn('Traceback', proc.stderr)
+    self.assertNotIn('gRPC error', proc.stderr)
 
 
 if __name__ == '__main__':
