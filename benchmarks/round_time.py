@@ -17,9 +17,13 @@ Every case runs in its own process (so peak memory is its own: the maximum
 of the Python process and its TFF worker_binary), a warm-up round first, then
 `--rounds` timed rounds over the same cohorts for every case. Besides wall
 time it reports CPU seconds per round (this process and its worker), which
-varies less than wall time on a shared machine.
+varies less than wall time on a shared machine. With `--repeats=k` every
+case runs k times, the cases interleaved (a, b, a, b, ...) so that a slow
+spell of the machine hits all of them; the summary compares the medians and
+also gives each repeat's ratio, so a 5% goal is judged against the spread.
 
   python -m benchmarks.round_time [--rounds=5] [--clients=10,50] [--cases=...]
+      [--repeats=1]
 """
 
 import json
@@ -30,6 +34,7 @@ import time
 
 from absl import app
 from absl import flags
+import numpy as np
 
 _CASE = flags.DEFINE_string('case', None, 'Internal: run one case.')
 _CLIENTS = flags.DEFINE_list('clients', ['10', '50'], 'Clients per round.')
@@ -43,6 +48,8 @@ _RESIDENT = flags.DEFINE_bool(
     'keep_state_in_worker', True,
     'TFF cases keep the server state in the worker between rounds, as '
     'training does (dpftrl_tff/resident.py); false: plain process.next.')
+_REPEATS = flags.DEFINE_integer(
+    'repeats', 1, 'Runs of every case, interleaved; the summary uses medians.')
 _CASES = flags.DEFINE_list(
     'cases', ['keras', 'keras_in_memory', 'tff_none', 'tff_dp_ftrl',
               'tff_adaptive', 'tff_secagg'], 'Cases to run.')
@@ -161,6 +168,63 @@ def _run_case(case, clients, rounds):
               peak_memory_mb=peak)
 
 
+def _run_in_subprocess(case, clients):
+  """Runs one case in a fresh process; its result dict, or None."""
+  proc = subprocess.run(
+      [sys.executable, '-m', 'benchmarks.round_time',
+       f'--case={case}:{clients}', f'--rounds={_ROUNDS.value}',
+       f'--cache_dir={_CACHE.value}', f'--vocab_size={_VOCAB.value}',
+       f'--latent_size={_LATENT.value}',
+       f'--embedding_size={_EMBEDDING.value}',
+       f'--keep_state_in_worker={_RESIDENT.value}'],
+      capture_output=True, text=True, check=False,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+  lines = [l for l in proc.stdout.splitlines() if l.startswith('RESULT ')]
+  if proc.returncode or not lines:
+    print(f'{case} at {clients} clients failed:\n{proc.stderr[-2000:]}')
+    return None
+  return json.loads(lines[-1][len('RESULT '):])
+
+
+def _median(values):
+  return float(np.median(values)) if values else None
+
+
+def _summary(runs):
+  """Per case: the median of its runs' figures (runs: that case's results)."""
+  if not runs:
+    return None
+  keys = ('seconds_per_round', 'cpu_seconds_per_round',
+          'sequences_per_second', 'peak_memory_mb')
+  return dict({k: _median([r[k] for r in runs]) for k in keys},
+              runs=len(runs))
+
+
+def _overhead(runs_by_case, base, case, key='seconds_per_round'):
+  """(median overhead %, per-repeat overheads %) of `case` over `base`."""
+  base_runs, runs = runs_by_case.get(base, []), runs_by_case.get(case, [])
+  if not base_runs or not runs:
+    return None, []
+  paired = [100 * (r[key] / b[key] - 1) for b, r in zip(base_runs, runs)]
+  median = 100 * (_median([r[key] for r in runs]) /
+                  _median([b[key] for b in base_runs]) - 1)
+  return median, paired
+
+
+def _print_overhead(label, runs_by_case, base, case, goal):
+  wall, paired = _overhead(runs_by_case, base, case)
+  if wall is None:
+    return
+  cpu, _ = _overhead(runs_by_case, base, case, 'cpu_seconds_per_round')
+  spread = ''
+  if len(paired) > 1:
+    spread = ('; per repeat ' + ', '.join(f'{p:+.1f}%' for p in paired))
+  print(f'  {label}: round time {wall:+.1f}% (medians{spread}), CPU time '
+        f'{cpu:+.1f}%{goal}; peak '
+        f'{_summary(runs_by_case[case])["peak_memory_mb"]:.0f} MB vs '
+        f'{_summary(runs_by_case[base])["peak_memory_mb"]:.0f} MB')
+
+
 def main(argv):
   del argv
   if _CASE.value:
@@ -168,57 +232,45 @@ def main(argv):
     print('RESULT ' + json.dumps(_run_case(case, int(clients),
                                            _ROUNDS.value)))
     return 0
+  if _REPEATS.value < 1:
+    raise app.UsageError(f'--repeats must be >= 1, got {_REPEATS.value}.')
   from dpftrl_tff import synthetic  # pylint: disable=g-import-not-at-top
   synthetic.ensure_generated(_CACHE.value, seed=0, num_words=12000)
-  results = []
   for clients in [int(c) for c in _CLIENTS.value]:
-    for case in _CASES.value:
-      proc = subprocess.run(
-          [sys.executable, '-m', 'benchmarks.round_time',
-           f'--case={case}:{clients}', f'--rounds={_ROUNDS.value}',
-           f'--cache_dir={_CACHE.value}', f'--vocab_size={_VOCAB.value}',
-           f'--latent_size={_LATENT.value}',
-           f'--embedding_size={_EMBEDDING.value}',
-           f'--keep_state_in_worker={_RESIDENT.value}'],
-          capture_output=True, text=True, check=False,
-          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
-      lines = [l for l in proc.stdout.splitlines() if l.startswith('RESULT ')]
-      if proc.returncode or not lines:
-        print(f'{case} at {clients} clients failed:\n{proc.stderr[-2000:]}')
-        continue
-      results.append(json.loads(lines[-1][len('RESULT '):]))
-      r = results[-1]
-      print(f'{r["case"]:12} clients {r["clients"]:3d}: '
-            f'{r["seconds_per_round"]:7.2f} s/round '
-            f'{r["sequences_per_second"]:7.1f} seq/s '
-            f'{r["cpu_seconds_per_round"]:7.2f} CPU-s/round '
-            f'peak {r["peak_memory_mb"]:7.0f} MB', flush=True)
-  by = {(r['case'], r['clients']): r for r in results}
-  for clients in [int(c) for c in _CLIENTS.value]:
-    keras, in_memory, none, dp = (
-        by.get((c, clients))
-        for c in ('keras', 'keras_in_memory', 'tff_none', 'tff_dp_ftrl'))
-    if keras and none:
-      print(f'clients {clients}: TFF/Keras throughput '
-            f'{none["sequences_per_second"] / keras["sequences_per_second"]:.2f}'
-            ' (goal >= 0.9)')
-    if in_memory and none:
-      print(f'clients {clients}: TFF/in-memory Keras throughput '
-            f'{none["sequences_per_second"] / in_memory["sequences_per_second"]:.2f}'
-            ' (for reference: TFF reads every round from SQLite)')
-    if none and dp:
-      print(f'clients {clients}: DP-FTRL round time overhead '
-            f'{100 * (dp["seconds_per_round"] / none["seconds_per_round"] - 1):+.1f}%'
-            ' (goal <= 5% at 50 clients); CPU time '
-            f'{100 * (dp["cpu_seconds_per_round"] / none["cpu_seconds_per_round"] - 1):+.1f}%')
-    for case, goal in (('tff_adaptive', ''),
-                       ('tff_secagg', ' (goal <= 30% at 50 clients)')):
-      r = by.get((case, clients))
-      if dp and r:
-        print(f'clients {clients}: {case} over DP-FTRL round time '
-              f'{100 * (r["seconds_per_round"] / dp["seconds_per_round"] - 1):+.1f}%'
-              f'{goal}; peak {r["peak_memory_mb"]:.0f} MB vs '
-              f'{dp["peak_memory_mb"]:.0f} MB')
+    runs_by_case = {}
+    for repeat in range(_REPEATS.value):
+      for case in _CASES.value:    # Interleaved: a, b, ..., a, b, ...
+        r = _run_in_subprocess(case, clients)
+        if r is None:
+          continue
+        runs_by_case.setdefault(case, []).append(r)
+        print(f'{case:15} clients {clients:3d} run {repeat + 1}: '
+              f'{r["seconds_per_round"]:7.2f} s/round '
+              f'{r["sequences_per_second"]:7.1f} seq/s '
+              f'{r["cpu_seconds_per_round"]:7.2f} CPU-s/round '
+              f'peak {r["peak_memory_mb"]:7.0f} MB', flush=True)
+    print(f'clients {clients}, medians over {_REPEATS.value} run(s):')
+    for case, runs in runs_by_case.items():
+      m = _summary(runs)
+      print(f'  {case:15} {m["seconds_per_round"]:7.2f} s/round '
+            f'{m["sequences_per_second"]:7.1f} seq/s '
+            f'{m["cpu_seconds_per_round"]:7.2f} CPU-s/round '
+            f'peak {m["peak_memory_mb"]:7.0f} MB')
+    medians = {c: _summary(r) for c, r in runs_by_case.items()}
+    for base, label in (('keras', 'TFF/Keras throughput'),
+                        ('keras_in_memory', 'TFF/in-memory Keras throughput')):
+      if medians.get(base) and medians.get('tff_none'):
+        ratio = (medians['tff_none']['sequences_per_second'] /
+                 medians[base]['sequences_per_second'])
+        note = (' (goal >= 0.9)' if base == 'keras' else
+                ' (for reference: TFF reads every round from SQLite)')
+        print(f'  {label} {ratio:.2f}{note}')
+    _print_overhead('DP-FTRL over no DP', runs_by_case, 'tff_none',
+                    'tff_dp_ftrl', ' (goal <= 5% at 50 clients)')
+    _print_overhead('adaptive over DP-FTRL', runs_by_case, 'tff_dp_ftrl',
+                    'tff_adaptive', '')
+    _print_overhead('SecAgg over DP-FTRL', runs_by_case, 'tff_dp_ftrl',
+                    'tff_secagg', ' (goal <= 30% at 50 clients)')
   return 0
 
 

@@ -10,10 +10,14 @@ of the noisy prefix sums divided by the report goal m:
 
 Server SGD with momentum beta on Delta~^t is then exactly the paper's
 theta^{t+1} = theta^0 + eta_s * sum of momentum-filtered noisy prefix sums
-(Algorithm 1 without the adaptive parts). TFF's
-`DifferentiallyPrivateFactory.tree_aggregation` implements this
-(TensorFlow Privacy's TreeResidualSumQuery); the tests check its noise std
-and normalization against the formula.
+(Algorithm 1 without the adaptive parts). The query is TensorFlow
+Privacy's TreeResidualSumQuery normalized by m, exactly as TFF's
+`DifferentiallyPrivateFactory.tree_aggregation` builds it; the tests check
+its noise std and normalization against the formula. With a plain sum the
+clip is folded into the summation (`fused_clip.FusedClipDPFactory`, equal to
+TFF's factory round by round, one call per client instead of two and no m
+clipped copies held at once); with another record aggregation (SecAgg) each
+client clips on its device, through TFF's factory.
 """
 
 import math
@@ -21,8 +25,10 @@ from typing import Optional
 
 from absl import logging
 import tensorflow_federated as tff
+import tensorflow_privacy as tfp
 
 from dpftrl_tff import checks
+from dpftrl_tff.aggregators import fused_clip
 
 AGGREGATORS = ('none', 'dp_ftrl', 'dp_ftrl_adaptive')
 
@@ -72,11 +78,18 @@ def build_dp_ftrl_factory(*, noise_multiplier: float, clients_per_round: int,
                         clip_norm=clip_norm,
                         clients_per_round=clients_per_round)
   warn_if_seeded(noise_seed)
-  return tff.aggregators.DifferentiallyPrivateFactory.tree_aggregation(
-      noise_multiplier=noise_multiplier,
-      clients_per_round=clients_per_round,
-      l2_norm_clip=clip_norm,
-      record_specs=record_specs,
-      noise_seed=noise_seed,
-      use_efficient=True,
-      record_aggregation_factory=record_aggregation_factory)
+  if record_aggregation_factory is not None:
+    return tff.aggregators.DifferentiallyPrivateFactory.tree_aggregation(
+        noise_multiplier=float(noise_multiplier),
+        clients_per_round=float(clients_per_round),
+        l2_norm_clip=float(clip_norm),
+        record_specs=record_specs,
+        noise_seed=noise_seed,
+        use_efficient=True,
+        record_aggregation_factory=record_aggregation_factory)
+  # The same query as TFF's tree_aggregation builds, clip fused into the sum.
+  sum_query = tfp.TreeResidualSumQuery.build_l2_gaussian_query(
+      float(clip_norm), float(noise_multiplier), record_specs,
+      noise_seed=noise_seed, use_efficient=True)
+  return fused_clip.FusedClipDPFactory(
+      tfp.NormalizedQuery(sum_query, denominator=float(clients_per_round)))
