@@ -10,7 +10,9 @@ per round, for:
                the rotation pads 2.4M parameters to 2^22),
   keras        a plain Keras loop doing the same client work (SGD from the
                global model on every client's batches, averaged deltas)
-               over the same client tf.data datasets,
+               over the same client tf.data datasets (built before the
+               timing; the TFF cases build them in the timed rounds, from
+               the cohort's client ids, as training does),
   keras_in_memory  the same loop over batches materialized in memory
                beforehand (no input pipeline: a compute-only bound).
 Every case runs in its own process (so peak memory is its own: the maximum
@@ -86,6 +88,7 @@ def _run_case(case, clients, rounds):
   from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
   runtime.install()
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import data  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import metrics  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
@@ -106,8 +109,9 @@ def _run_case(case, clients, rounds):
       max_elements_per_client=config.max_elements_per_client,
       batch_size=config.client_batch_size)
   sampler = participation.UniformSampler(train_data.client_ids, clients, 0)
+  cohort_ids = [list(sampler.sample(r)) for r in range(rounds + 1)]
   cohorts = [[preprocess(train_data.create_tf_dataset_for_client(c))
-              for c in sampler.sample(r)] for r in range(rounds + 1)]
+              for c in ids] for ids in cohort_ids]
   sequences = [sum(int(x.shape[0]) for ds in cohort for x, _ in ds)
                for cohort in cohorts]
 
@@ -143,7 +147,13 @@ def _run_case(case, clients, rounds):
   else:
     process = training.build_learning_process(config)
     state = training.initial_state(process, config)
-    # As training.train runs rounds: the server state stays in TFF's worker.
+    # As training.train runs rounds: a round gets the cohort's client ids and
+    # TFF's worker builds their datasets (so the timing includes that), and
+    # the server state stays in TFF's worker.
+    process = tff.simulation.compose_dataset_computation_with_learning_process(
+        data.build_client_dataset_computation(train_data, preprocess),
+        process)
+    cohorts = cohort_ids
     kept = resident.ResidentProcess(process)
 
     def run_round(cohort):

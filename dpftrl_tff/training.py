@@ -482,8 +482,16 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
     log.record(r, sampler.sample(r))
   writer = _MetricsWriter(output_dir, start_round)
 
+  # TFF's worker builds the cohort's datasets from their client ids.
+  client_datasets = data.build_client_dataset_computation(train_data,
+                                                          preprocess)
+  round_process = process
+  if client_datasets is not None:
+    round_process = (
+        tff.simulation.compose_dataset_computation_with_learning_process(
+            client_datasets, process))
   # The state stays in TFF's worker between rounds (resident.py).
-  rounds = resident.ResidentProcess(process)
+  rounds = resident.ResidentProcess(round_process)
   # The clip norm used in the coming round (C_theta of Algorithm 1).
   clip_in_force = (config.initial_clip_norm
                    if config.aggregator == 'dp_ftrl_adaptive'
@@ -499,9 +507,12 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
     round_start = time.monotonic()
     cohort = sampler.sample(round_num)
     log.record(round_num, cohort)
-    datasets = [preprocess(train_data.create_tf_dataset_for_client(c))
-                for c in cohort]
-    state, round_metrics, update_norm = rounds.next(state, datasets)
+    if client_datasets is not None:
+      client_data = list(cohort)
+    else:
+      client_data = [preprocess(train_data.create_tf_dataset_for_client(c))
+                     for c in cohort]
+    state, round_metrics, update_norm = rounds.next(state, client_data)
     round_seconds = time.monotonic() - round_start
 
     flat: Dict[str, float] = {}
