@@ -14,7 +14,13 @@ per round, for:
                timing; the TFF cases build them in the timed rounds, from
                the cohort's client ids, as training does),
   keras_in_memory  the same loop over batches materialized in memory
-               beforehand (no input pipeline: a compute-only bound).
+               beforehand (no input pipeline: a compute-only bound),
+  agg_none, agg_dp_ftrl, agg_adaptive, agg_secagg
+               the model-update aggregation alone (see
+               `_run_aggregation_case`): its cost per round, with which the
+               summary states each aggregator's overhead against the
+               measured round of the case it adds to; far less noisy than
+               the difference of two whole rounds.
 Every case runs in its own process (so peak memory is its own: the maximum
 of the Python process and its TFF worker_binary), a warm-up round first, then
 `--rounds` timed rounds over the same cohorts for every case. Besides wall
@@ -52,9 +58,10 @@ _RESIDENT = flags.DEFINE_bool(
     'training does (dpftrl_tff/resident.py); false: plain process.next.')
 _REPEATS = flags.DEFINE_integer(
     'repeats', 1, 'Runs of every case, interleaved; the summary uses medians.')
-_CASES = flags.DEFINE_list(
-    'cases', ['keras', 'keras_in_memory', 'tff_none', 'tff_dp_ftrl',
-              'tff_adaptive', 'tff_secagg'], 'Cases to run.')
+CASES = ('keras', 'keras_in_memory', 'tff_none', 'tff_dp_ftrl',
+         'tff_adaptive', 'tff_secagg', 'agg_none', 'agg_dp_ftrl',
+         'agg_adaptive', 'agg_secagg')
+_CASES = flags.DEFINE_list('cases', list(CASES), 'Cases to run.')
 
 
 def _peak_rss_mb(pids):
@@ -83,6 +90,84 @@ def _cpu_seconds(pids):
   return total
 
 
+def _run_aggregation_case(case, clients, rounds, config):
+  """Times the model-update aggregation alone (the agg_* cases).
+
+  One TFF computation initializes the case's aggregator and runs `rounds`
+  rounds of it, each on `clients` model-size updates drawn in the worker
+  (norms around the clip norm); a second computation draws the same updates
+  and sums them without aggregating. The difference, per round, is what the
+  aggregator itself costs: the part of a training round that differs between
+  the aggregators, timed without the client training's run-to-run noise.
+  Runs alternate between the two computations; medians are reported.
+  """
+  from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
+
+  process = training.build_learning_process(config)  # Sets the context.
+  del process
+  model_fn = training.build_model_fn(config)
+  value_type = tff.learning.models.weights_type_from_model(model_fn).trainable
+  specs = tff.types.type_to_tf_tensor_specs(value_type)
+  aggregator = training.build_aggregator(config, model_fn).create(value_type)
+  dim = sum(int(np.prod(s.shape)) for s in tf.nest.flatten(specs))
+
+  @tff.tensorflow.computation(np.int64)
+  def draw_update(seed):
+    # Norms spread around the clip norm C: from C / 2 to 2 C.
+    norm = config.clip_norm * (0.5 + 1.5 * tf.cast(seed % 7, tf.float32) / 6)
+    return tf.nest.map_structure(
+        lambda s: tf.random.stateless_normal(
+            s.shape, seed=tf.stack([seed, tf.constant(s.shape.num_elements(),
+                                                      tf.int64)]))
+        * (norm / np.sqrt(dim)), specs)
+
+  @tff.tensorflow.computation(value_type)
+  def total_norm(value):
+    return tf.linalg.global_norm(tf.nest.flatten(value))
+
+  seeds_type = tff.FederatedType(np.int64, tff.CLIENTS)
+
+  @tff.federated_computation(seeds_type)
+  def aggregate_rounds(seeds):
+    state = aggregator.initialize()
+    norms = []
+    for _ in range(rounds):
+      output = aggregator.next(state, tff.federated_map(draw_update, seeds))
+      state = output.state
+      norms.append(tff.federated_map(total_norm, output.result))
+    return norms
+
+  @tff.federated_computation(seeds_type)
+  def draw_only(seeds):
+    return [tff.federated_sum(tff.federated_map(
+        total_norm, tff.federated_map(draw_update, seeds)))
+            for _ in range(rounds)]
+
+  seeds = list(range(1, clients + 1))
+  aggregate_rounds(seeds)   # warm-up
+  draw_only(seeds)
+  workers = runtime.worker_pids()
+  timings = {'aggregate': [], 'draw': [], 'cpu_aggregate': [], 'cpu_draw': []}
+  for _ in range(3):
+    for name, fn in (('aggregate', aggregate_rounds), ('draw', draw_only)):
+      cpu_start = _cpu_seconds(workers)
+      start = time.perf_counter()
+      fn(seeds)
+      timings[name].append((time.perf_counter() - start) / rounds)
+      timings['cpu_' + name].append((_cpu_seconds(workers) - cpu_start) /
+                                    rounds)
+  med = {k: float(np.median(v)) for k, v in timings.items()}
+  return dict(case=case, clients=clients,
+              seconds_per_round=med['aggregate'] - med['draw'],
+              cpu_seconds_per_round=med['cpu_aggregate'] - med['cpu_draw'],
+              sequences_per_second=0.0,
+              peak_memory_mb=_peak_rss_mb([os.getpid()] +
+                                          runtime.worker_pids()))
+
+
 def _run_case(case, clients, rounds):
   """Runs one case in this process; returns its measurements."""
   from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
@@ -100,9 +185,13 @@ def _run_case(case, clients, rounds):
       clients_per_round=clients, vocab_size=_VOCAB.value,
       latent_size=_LATENT.value, embedding_size=_EMBEDDING.value,
       aggregator={'tff_dp_ftrl': 'dp_ftrl', 'tff_secagg': 'dp_ftrl',
-                  'tff_adaptive': 'dp_ftrl_adaptive'}.get(case, 'none'),
-      secagg=case == 'tff_secagg', secagg_scale=1024.0,
+                  'tff_adaptive': 'dp_ftrl_adaptive', 'agg_dp_ftrl': 'dp_ftrl',
+                  'agg_secagg': 'dp_ftrl', 'agg_adaptive': 'dp_ftrl_adaptive',
+                  }.get(case, 'none'),
+      secagg=case in ('tff_secagg', 'agg_secagg'), secagg_scale=1024.0,
       noise_multiplier=0.3, clip_norm=1.0, seed=0, debug_measurements=False)
+  if case.startswith('agg_'):
+    return _run_aggregation_case(case, clients, rounds, config)
   vocab = data.load_vocab(_CACHE.value, config.vocab_size)
   preprocess = data.build_preprocess_fn(
       vocab, sequence_length=config.sequence_length,
@@ -235,6 +324,25 @@ def _print_overhead(label, runs_by_case, base, case, goal):
         f'{_summary(runs_by_case[base])["peak_memory_mb"]:.0f} MB')
 
 
+def _print_aggregation_cost(medians, base, case, round_case, label, goal):
+  """The extra aggregation time of `case` over `base` against a round."""
+  if not (medians.get(base) and medians.get(case)):
+    return
+  extra = medians[case]['seconds_per_round'] - medians[base]['seconds_per_round']
+  extra_cpu = (medians[case]['cpu_seconds_per_round'] -
+               medians[base]['cpu_seconds_per_round'])
+  text = (f'  {label} aggregation adds {extra:.3f} s ({extra_cpu:.3f} CPU-s) '
+          f'per round over {base}')
+  if medians.get(round_case):
+    round_median = medians[round_case]
+    text += (f': {100 * extra / round_median["seconds_per_round"]:+.1f}% of '
+             f'the {round_case} round '
+             f'({round_median["seconds_per_round"]:.2f} s), CPU '
+             f'{100 * extra_cpu / round_median["cpu_seconds_per_round"]:+.1f}%'
+             f'{goal}')
+  print(text)
+
+
 def main(argv):
   del argv
   if _CASE.value:
@@ -244,6 +352,10 @@ def main(argv):
     return 0
   if _REPEATS.value < 1:
     raise app.UsageError(f'--repeats must be >= 1, got {_REPEATS.value}.')
+  unknown = [c for c in _CASES.value if c not in CASES]
+  if unknown:
+    raise app.UsageError(f'--cases: unknown {unknown}; allowed: '
+                         f'{", ".join(CASES)}.')
   from dpftrl_tff import synthetic  # pylint: disable=g-import-not-at-top
   synthetic.ensure_generated(_CACHE.value, seed=0, num_words=12000)
   for clients in [int(c) for c in _CLIENTS.value]:
@@ -281,6 +393,13 @@ def main(argv):
                     'tff_adaptive', '')
     _print_overhead('SecAgg over DP-FTRL', runs_by_case, 'tff_dp_ftrl',
                     'tff_secagg', ' (goal <= 30% at 50 clients)')
+    _print_aggregation_cost(medians, 'agg_none', 'agg_dp_ftrl', 'tff_none',
+                            'DP-FTRL', ' (goal <= 5% at 50 clients)')
+    _print_aggregation_cost(medians, 'agg_dp_ftrl', 'agg_adaptive',
+                            'tff_dp_ftrl', 'Adaptive clipping', '')
+    _print_aggregation_cost(medians, 'agg_dp_ftrl', 'agg_secagg',
+                            'tff_dp_ftrl', 'SecAgg',
+                            ' (goal <= 30% at 50 clients)')
   return 0
 
 

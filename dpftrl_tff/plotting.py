@@ -1,4 +1,4 @@
-"""Plot helpers (matplotlib, headless): line plots written as PNG."""
+"""Plot helpers (matplotlib, headless): plots written as PNG."""
 
 import matplotlib
 
@@ -6,18 +6,34 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
 
-def line_plot(path, series, *, title, xlabel, ylabel, logy=False):
-  """Writes a PNG with one line per (label, xs, ys) in `series`."""
-  fig, ax = plt.subplots(figsize=(5.2, 3.8), dpi=120)
-  for label, xs, ys in series:
-    ax.plot(xs, ys, label=label, linewidth=1.5)
+def _save(fig, ax, path, *, title, xlabel, ylabel):
   ax.set_title(title)
   ax.set_xlabel(xlabel)
   ax.set_ylabel(ylabel)
-  if logy:
-    ax.set_yscale('log')
   ax.grid(True, alpha=0.3)
   ax.legend(fontsize=7)
   fig.tight_layout()
   fig.savefig(path)
   plt.close(fig)
+
+
+def line_plot(path, series, *, title, xlabel, ylabel, logy=False):
+  """Writes a PNG with one line per (label, xs, ys) in `series`."""
+  fig, ax = plt.subplots(figsize=(5.2, 3.8), dpi=120)
+  for label, xs, ys in series:
+    ax.plot(xs, ys, label=label, linewidth=1.5)
+  if logy:
+    ax.set_yscale('log')
+  _save(fig, ax, path, title=title, xlabel=xlabel, ylabel=ylabel)
+
+
+def errorbar_plot(path, xs, means, stds, *, title, xlabel, ylabel,
+                  baseline=None):
+  """Writes a PNG of means with +- std error bars (and a baseline line)."""
+  fig, ax = plt.subplots(figsize=(5.2, 3.8), dpi=120)
+  ax.errorbar(xs, means, yerr=stds, marker='o', capsize=3, linewidth=1.5,
+              label='mean +- std over seeds')
+  if baseline is not None:
+    ax.axhline(baseline, color='gray', linestyle='--', linewidth=1,
+               label='unigram baseline')
+  _save(fig, ax, path, title=title, xlabel=xlabel, ylabel=ylabel)

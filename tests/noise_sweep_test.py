@@ -1,0 +1,80 @@
+"""Tests of the noise-multiplier sweep binary."""
+
+import csv
+import os
+import tempfile
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from experiments import noise_sweep
+from tests import fixtures
+
+
+class SummarizeTest(absltest.TestCase):
+
+  def test_mean_and_sample_std_per_noise_multiplier(self):
+    rows = [dict(noise_multiplier=z, eval_in_vocab_accuracy=a, eval_loss=l)
+            for z, a, l in [(1.0, 0.2, 5.0), (0.0, 0.3, 4.0),
+                            (1.0, 0.4, 3.0)]]
+    table = noise_sweep.summarize(rows)
+    self.assertEqual([r['noise_multiplier'] for r in table], [0.0, 1.0])
+    self.assertEqual(table[0]['runs'], 1)
+    self.assertAlmostEqual(table[0]['accuracy_std'], 0.0)
+    self.assertAlmostEqual(table[1]['accuracy_mean'], 0.3)
+    # Sample std of (0.2, 0.4): sqrt(0.02) (ddof 1).
+    self.assertAlmostEqual(table[1]['accuracy_std'], 0.02**0.5)
+    self.assertAlmostEqual(table[1]['loss_mean'], 4.0)
+
+
+class NoiseSweepBinaryTest(parameterized.TestCase):
+
+  def test_runs_grid_writes_tables_and_plot_and_resumes(self):
+    root = tempfile.mkdtemp()
+    flagfile = os.path.join(root, 'tiny.flags')
+    with open(flagfile, 'w') as f:
+      f.write('\n'.join([
+          f'--cache_dir={fixtures.generated_cache(210, 400, 1)}',
+          '--aggregator=dp_ftrl', '--clip_norm=0.5', '--total_rounds=2',
+          '--clients_per_round=3', '--vocab_size=100', '--latent_size=8',
+          '--embedding_size=4', '--max_elements_per_client=8',
+          '--rounds_per_eval=2', '--num_eval_examples=50',
+          '--rounds_per_checkpoint=2']) + '\n')
+    args = ['--noise_multipliers=0,2', '--seeds=4',
+            f'--training_flagfile={flagfile}', f'--root_output_dir={root}']
+    proc = fixtures.run_module('experiments.noise_sweep', *args, timeout=600)
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    with open(os.path.join(root, 'noise_sweep.csv')) as f:
+      rows = list(csv.DictReader(f))
+    self.assertEqual([(r['noise_multiplier'], r['seed']) for r in rows],
+                     [('0.0', '4'), ('2.0', '4')])
+    self.assertEqual(float(rows[0]['zcdp']), 0.0)       # No noise, no DP.
+    self.assertGreater(float(rows[1]['zcdp']), 0.0)
+    for r in rows:
+      self.assertEqual(r['rounds'], '2')
+      self.assertBetween(float(r['eval_in_vocab_accuracy']), 0.0, 1.0)
+    self.assertTrue(os.path.isfile(os.path.join(root, 'noise_sweep.png')))
+    self.assertTrue(os.path.isfile(
+        os.path.join(root, 'noise_sweep_summary.csv')))
+    # Finished runs are not run again.
+    again = fixtures.run_module('experiments.noise_sweep', *args,
+                                timeout=600)
+    self.assertEqual(again.returncode, 0, again.stderr[-3000:])
+    self.assertNotIn('--- z0_seed4', again.stdout)
+
+  @parameterized.named_parameters(
+      ('negative_z', ['--noise_multipliers=-1'], '--noise_multipliers'),
+      ('nan_z', ['--noise_multipliers=nan'], '--noise_multipliers'),
+      ('bad_seed', ['--seeds=x'], '--seeds'),
+      ('missing_flagfile', ['--training_flagfile=/nonexistent.flags'],
+       '--training_flagfile'))
+  def test_bad_input_is_refused_clearly(self, args, flag):
+    proc = fixtures.run_module('experiments.noise_sweep', *args,
+                               f'--root_output_dir={tempfile.mkdtemp()}')
+    self.assertEqual(proc.returncode, 2)
+    self.assertIn(flag, proc.stderr)
+    self.assertNotIn('Traceback', proc.stderr)
+
+
+if __name__ == '__main__':
+  absltest.main()
