@@ -106,8 +106,7 @@ def _run_aggregation_case(case, clients, rounds, config):
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
 
-  process = training.build_learning_process(config)  # Sets the context.
-  del process
+  training.prepare_execution(config)
   model_fn = training.build_model_fn(config)
   value_type = tff.learning.models.weights_type_from_model(model_fn).trainable
   specs = tff.types.type_to_tf_tensor_specs(value_type)
@@ -173,7 +172,6 @@ def _run_case(case, clients, rounds):
   from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
   runtime.install()
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import data  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import metrics  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
@@ -239,9 +237,7 @@ def _run_case(case, clients, rounds):
     # As training.train runs rounds: a round gets the cohort's client ids and
     # TFF's worker builds their datasets (so the timing includes that), and
     # the server state stays in TFF's worker.
-    process = tff.simulation.compose_dataset_computation_with_learning_process(
-        data.build_client_dataset_computation(train_data, preprocess),
-        process)
+    process = training.taking_client_ids(process, train_data, preprocess)
     cohorts = cohort_ids
     kept = resident.ResidentProcess(process)
 
@@ -310,7 +306,7 @@ def _overhead(runs_by_case, base, case, key='seconds_per_round'):
   return median, paired
 
 
-def _print_overhead(label, runs_by_case, base, case, goal):
+def _print_overhead(label, runs_by_case, medians, base, case, goal):
   wall, paired = _overhead(runs_by_case, base, case)
   if wall is None:
     return
@@ -320,15 +316,16 @@ def _print_overhead(label, runs_by_case, base, case, goal):
     spread = ('; per repeat ' + ', '.join(f'{p:+.1f}%' for p in paired))
   print(f'  {label}: round time {wall:+.1f}% (medians{spread}), CPU time '
         f'{cpu:+.1f}%{goal}; peak '
-        f'{_summary(runs_by_case[case])["peak_memory_mb"]:.0f} MB vs '
-        f'{_summary(runs_by_case[base])["peak_memory_mb"]:.0f} MB')
+        f'{medians[case]["peak_memory_mb"]:.0f} MB vs '
+        f'{medians[base]["peak_memory_mb"]:.0f} MB')
 
 
 def _print_aggregation_cost(medians, base, case, round_case, label, goal):
   """The extra aggregation time of `case` over `base` against a round."""
   if not (medians.get(base) and medians.get(case)):
     return
-  extra = medians[case]['seconds_per_round'] - medians[base]['seconds_per_round']
+  extra = (medians[case]['seconds_per_round'] -
+           medians[base]['seconds_per_round'])
   extra_cpu = (medians[case]['cpu_seconds_per_round'] -
                medians[base]['cpu_seconds_per_round'])
   text = (f'  {label} aggregation adds {extra:.3f} s ({extra_cpu:.3f} CPU-s) '
@@ -372,13 +369,12 @@ def main(argv):
               f'{r["cpu_seconds_per_round"]:7.2f} CPU-s/round '
               f'peak {r["peak_memory_mb"]:7.0f} MB', flush=True)
     print(f'clients {clients}, medians over {_REPEATS.value} run(s):')
-    for case, runs in runs_by_case.items():
-      m = _summary(runs)
+    medians = {c: _summary(r) for c, r in runs_by_case.items()}
+    for case, m in medians.items():
       print(f'  {case:15} {m["seconds_per_round"]:7.2f} s/round '
             f'{m["sequences_per_second"]:7.1f} seq/s '
             f'{m["cpu_seconds_per_round"]:7.2f} CPU-s/round '
             f'peak {m["peak_memory_mb"]:7.0f} MB')
-    medians = {c: _summary(r) for c, r in runs_by_case.items()}
     for base, label in (('keras', 'TFF/Keras throughput'),
                         ('keras_in_memory', 'TFF/in-memory Keras throughput')):
       if medians.get(base) and medians.get('tff_none'):
@@ -387,12 +383,13 @@ def main(argv):
         note = (' (goal >= 0.9)' if base == 'keras' else
                 ' (for reference: TFF reads every round from SQLite)')
         print(f'  {label} {ratio:.2f}{note}')
-    _print_overhead('DP-FTRL over no DP', runs_by_case, 'tff_none',
-                    'tff_dp_ftrl', ' (goal <= 5% at 50 clients)')
-    _print_overhead('adaptive over DP-FTRL', runs_by_case, 'tff_dp_ftrl',
-                    'tff_adaptive', '')
-    _print_overhead('SecAgg over DP-FTRL', runs_by_case, 'tff_dp_ftrl',
-                    'tff_secagg', ' (goal <= 30% at 50 clients)')
+    for label, base, case, goal in (
+        ('DP-FTRL over no DP', 'tff_none', 'tff_dp_ftrl',
+         ' (goal <= 5% at 50 clients)'),
+        ('adaptive over DP-FTRL', 'tff_dp_ftrl', 'tff_adaptive', ''),
+        ('SecAgg over DP-FTRL', 'tff_dp_ftrl', 'tff_secagg',
+         ' (goal <= 30% at 50 clients)')):
+      _print_overhead(label, runs_by_case, medians, base, case, goal)
     _print_aggregation_cost(medians, 'agg_none', 'agg_dp_ftrl', 'tff_none',
                             'DP-FTRL', ' (goal <= 5% at 50 clients)')
     _print_aggregation_cost(medians, 'agg_dp_ftrl', 'agg_adaptive',

@@ -224,6 +224,33 @@ def build_aggregator(config: TrainConfig, model_fn):
   return factory
 
 
+def prepare_execution(config: TrainConfig):
+  """TFF's runtime patches, and the execution context `config` needs.
+
+  With SecAgg the context is TFF's test context, the only one that runs
+  secure-sum intrinsics in simulation (as plain sums mod M).
+  """
+  fast_serialization.install()
+  runtime.patch_worker_launch()
+  if config.secagg:
+    tff.backends.test.set_sync_test_cpp_execution_context()
+
+
+def taking_client_ids(process, train_data, preprocess):
+  """`process` with rounds given client ids instead of datasets, or None.
+
+  TFF's worker then builds each client's dataset itself
+  (`data.build_client_dataset_computation`); None when `train_data` cannot
+  build a dataset from an id tensor.
+  """
+  client_datasets = data.build_client_dataset_computation(train_data,
+                                                          preprocess)
+  if client_datasets is None:
+    return None
+  return tff.simulation.compose_dataset_computation_with_learning_process(
+      client_datasets, process)
+
+
 def build_learning_process(config: TrainConfig):
   """TFF FedAvg with the configured aggregator.
 
@@ -231,14 +258,9 @@ def build_learning_process(config: TrainConfig):
   (whose model is all zeros, see `build_model_fn`). Clients iterate their
   data with a dataset iterator rather than `DatasetReduce`, which
   re-instantiates (and re-optimizes) the training step for every client in
-  every round. With SecAgg the execution context becomes TFF's test context,
-  the only one that runs secure-sum intrinsics in simulation (as plain sums
-  mod M).
+  every round. The execution context is set by `prepare_execution`.
   """
-  fast_serialization.install()
-  runtime.patch_worker_launch()
-  if config.secagg:
-    tff.backends.test.set_sync_test_cpp_execution_context()
+  prepare_execution(config)
   model_fn = build_model_fn(config)
   return tff.learning.algorithms.build_unweighted_fed_avg(
       model_fn,
@@ -483,15 +505,9 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
   writer = _MetricsWriter(output_dir, start_round)
 
   # TFF's worker builds the cohort's datasets from their client ids.
-  client_datasets = data.build_client_dataset_computation(train_data,
-                                                          preprocess)
-  round_process = process
-  if client_datasets is not None:
-    round_process = (
-        tff.simulation.compose_dataset_computation_with_learning_process(
-            client_datasets, process))
+  by_client_id = taking_client_ids(process, train_data, preprocess)
   # The state stays in TFF's worker between rounds (resident.py).
-  rounds = resident.ResidentProcess(round_process)
+  rounds = resident.ResidentProcess(by_client_id or process)
   # The clip norm used in the coming round (C_theta of Algorithm 1).
   clip_in_force = (config.initial_clip_norm
                    if config.aggregator == 'dp_ftrl_adaptive'
@@ -507,7 +523,7 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
     round_start = time.monotonic()
     cohort = sampler.sample(round_num)
     log.record(round_num, cohort)
-    if client_datasets is not None:
+    if by_client_id is not None:
       client_data = list(cohort)
     else:
       client_data = [preprocess(train_data.create_tf_dataset_for_client(c))

@@ -69,7 +69,6 @@ class TrainingLoopTest(parameterized.TestCase):
   def test_worker_built_datasets_equal_python_built_ones(self):
     # A round given client ids (TFF's worker builds the datasets) equals a
     # round given the same clients' datasets built in Python.
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
     config = tiny_config(aggregator='none')
     train_data, _, _ = data.load_stackoverflow(cache_dir())
     vocab = data.load_vocab(cache_dir(), config.vocab_size)
@@ -78,9 +77,7 @@ class TrainingLoopTest(parameterized.TestCase):
         max_elements_per_client=config.max_elements_per_client,
         batch_size=config.client_batch_size)
     process = training.build_learning_process(config)
-    by_id = tff.simulation.compose_dataset_computation_with_learning_process(
-        data.build_client_dataset_computation(train_data, preprocess),
-        process)
+    by_id = training.taking_client_ids(process, train_data, preprocess)
     state = training.initial_state(process, config)
     cohort = list(train_data.client_ids[3:7])
     a = by_id.next(state, cohort)

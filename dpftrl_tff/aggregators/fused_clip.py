@@ -110,13 +110,11 @@ class FusedClipDPFactory(tff.aggregators.UnweightedAggregationFactory):
     dp_event_type = get_noised_result.type_signature.result[2]
     convert_dp_event = tff.tensorflow.computation(
         lambda event: event.to_named_tuple(), dp_event_type)
-    query_sample_state_fn = tff.tensorflow.computation(
-        lambda: query.initial_sample_state(tensor_specs))
 
     @tff.federated_computation()
     def init_fn():
       query_state = tff.federated_eval(query_initial_state_fn, tff.SERVER)
-      sample_state = tff.federated_eval(query_sample_state_fn, tff.SERVER)
+      sample_state = tff.federated_eval(zero_sum, tff.SERVER)
       _, _, dp_event = tff.federated_map(get_noised_result,
                                          (sample_state, query_state))
       dp_event = tff.federated_map(convert_dp_event, dp_event)
