@@ -30,8 +30,15 @@ case runs k times, the cases interleaved (a, b, a, b, ...) so that a slow
 spell of the machine hits all of them; the summary compares the medians and
 also gives each repeat's ratio, so a 5% goal is judged against the spread.
 
+The client data is generated (dpftrl_tff/synthetic.py) with
+`--min_sentences_per_client=100` by default: client sizes like the real
+StackOverflow train split's, so a round does as much training as on the real
+data. Fixed per-client costs (clipping, SecAgg's encoding) are the same for a
+client of 5 or 250 sentences, so their share of the round depends on this;
+`--min_sentences_per_client=4` measures on the demo's small clients.
+
   python -m benchmarks.round_time [--rounds=5] [--clients=10,50] [--cases=...]
-      [--repeats=1]
+      [--repeats=1] [--min_sentences_per_client=100]
 """
 
 import json
@@ -47,8 +54,19 @@ import numpy as np
 _CASE = flags.DEFINE_string('case', None, 'Internal: run one case.')
 _CLIENTS = flags.DEFINE_list('clients', ['10', '50'], 'Clients per round.')
 _ROUNDS = flags.DEFINE_integer('rounds', 5, 'Timed rounds per case.')
-_CACHE = flags.DEFINE_string('cache_dir', '/tmp/dpftrl_bench_data',
-                             'Generated data for the benchmark.')
+_CACHE = flags.DEFINE_string(
+    'cache_dir', None, 'Generated data for the benchmark; default '
+    '/tmp/dpftrl_bench_data_min<--min_sentences_per_client>.')
+_MIN_SENTENCES = flags.DEFINE_integer(
+    'min_sentences_per_client', 100,
+    'Size scale of the generated clients (dpftrl_tff/synthetic.py). 100: '
+    'like the real StackOverflow train split (every user at least 100 '
+    'sentences, mean 397; about 180 per client after the 256 cap), the '
+    'workload whose round time the goals are about; 4: the small clients of '
+    '`make demo` and the tests (about 14 after the cap), where fixed '
+    'per-client costs weigh about 10 times more.')
+_TRAIN_CLIENTS = flags.DEFINE_integer(
+    'train_clients', 600, 'Training clients of the generated data.')
 _VOCAB = flags.DEFINE_integer('vocab_size', 10000, 'Model vocabulary.')
 _LATENT = flags.DEFINE_integer('latent_size', 670, 'CIFG units.')
 _EMBEDDING = flags.DEFINE_integer('embedding_size', 96, 'Embedding size.')
@@ -62,6 +80,11 @@ CASES = ('keras', 'keras_in_memory', 'tff_none', 'tff_dp_ftrl',
          'tff_adaptive', 'tff_secagg', 'agg_none', 'agg_dp_ftrl',
          'agg_adaptive', 'agg_secagg')
 _CASES = flags.DEFINE_list('cases', list(CASES), 'Cases to run.')
+
+
+def _cache_dir():
+  return _CACHE.value or (f'/tmp/dpftrl_bench_data_min'
+                          f'{_MIN_SENTENCES.value}')
 
 
 def _peak_rss_mb(pids):
@@ -90,11 +113,16 @@ def _cpu_seconds(pids):
   return total
 
 
+_AGG_ROUNDS_PER_CALL = 2
+
+
 def _run_aggregation_case(case, clients, rounds, config):
   """Times the model-update aggregation alone (the agg_* cases).
 
-  One TFF computation initializes the case's aggregator and runs `rounds`
-  rounds of it, each on `clients` model-size updates drawn in the worker
+  One TFF computation initializes the case's aggregator and runs
+  min(`rounds`, 2) rounds of it (TFF's executor holds every round's client
+  values until the computation ends: at 50 clients SecAgg's 5 rounds peaked
+  at 23 GB, 2 rounds stay far below the machine's memory), each on `clients` model-size updates drawn in the worker
   (norms around the clip norm); a second computation draws the same updates
   and sums them without aggregating. The difference, per round, is what the
   aggregator itself costs: the part of a training round that differs between
@@ -106,6 +134,7 @@ def _run_aggregation_case(case, clients, rounds, config):
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
 
+  rounds = min(rounds, _AGG_ROUNDS_PER_CALL)
   training.prepare_execution(config)
   model_fn = training.build_model_fn(config)
   value_type = tff.learning.models.weights_type_from_model(model_fn).trainable
@@ -162,7 +191,7 @@ def _run_aggregation_case(case, clients, rounds, config):
   return dict(case=case, clients=clients,
               seconds_per_round=med['aggregate'] - med['draw'],
               cpu_seconds_per_round=med['cpu_aggregate'] - med['cpu_draw'],
-              sequences_per_second=0.0,
+              sequences_per_second=0.0, sequences_per_round=0.0,
               peak_memory_mb=_peak_rss_mb([os.getpid()] +
                                           runtime.worker_pids()))
 
@@ -178,7 +207,7 @@ def _run_case(case, clients, rounds):
   from dpftrl_tff import resident  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
 
-  train_data, _, _ = data.load_stackoverflow(_CACHE.value)
+  train_data, _, _ = data.load_stackoverflow(_cache_dir())
   config = training.TrainConfig(
       clients_per_round=clients, vocab_size=_VOCAB.value,
       latent_size=_LATENT.value, embedding_size=_EMBEDDING.value,
@@ -190,7 +219,7 @@ def _run_case(case, clients, rounds):
       noise_multiplier=0.3, clip_norm=1.0, seed=0, debug_measurements=False)
   if case.startswith('agg_'):
     return _run_aggregation_case(case, clients, rounds, config)
-  vocab = data.load_vocab(_CACHE.value, config.vocab_size)
+  vocab = data.load_vocab(_cache_dir(), config.vocab_size)
   preprocess = data.build_preprocess_fn(
       vocab, sequence_length=config.sequence_length,
       max_elements_per_client=config.max_elements_per_client,
@@ -260,6 +289,7 @@ def _run_case(case, clients, rounds):
   return dict(case=case, clients=clients,
               seconds_per_round=seconds, cpu_seconds_per_round=cpu,
               sequences_per_second=sum(sequences[1:]) / (seconds * rounds),
+              sequences_per_round=sum(sequences[1:]) / rounds,
               peak_memory_mb=peak)
 
 
@@ -268,7 +298,7 @@ def _run_in_subprocess(case, clients):
   proc = subprocess.run(
       [sys.executable, '-m', 'benchmarks.round_time',
        f'--case={case}:{clients}', f'--rounds={_ROUNDS.value}',
-       f'--cache_dir={_CACHE.value}', f'--vocab_size={_VOCAB.value}',
+       f'--cache_dir={_cache_dir()}', f'--vocab_size={_VOCAB.value}',
        f'--latent_size={_LATENT.value}',
        f'--embedding_size={_EMBEDDING.value}',
        f'--keep_state_in_worker={_RESIDENT.value}'],
@@ -290,7 +320,7 @@ def _summary(runs):
   if not runs:
     return None
   keys = ('seconds_per_round', 'cpu_seconds_per_round',
-          'sequences_per_second', 'peak_memory_mb')
+          'sequences_per_second', 'sequences_per_round', 'peak_memory_mb')
   return dict({k: _median([r[k] for r in runs]) for k in keys},
               runs=len(runs))
 
@@ -354,7 +384,13 @@ def main(argv):
     raise app.UsageError(f'--cases: unknown {unknown}; allowed: '
                          f'{", ".join(CASES)}.')
   from dpftrl_tff import synthetic  # pylint: disable=g-import-not-at-top
-  synthetic.ensure_generated(_CACHE.value, seed=0, num_words=12000)
+  synthetic.ensure_generated(
+      _cache_dir(), seed=0, num_words=12000,
+      num_train_clients=_TRAIN_CLIENTS.value,
+      min_sentences_per_client=_MIN_SENTENCES.value)
+  print(f'Data: {_cache_dir()} (generated, at least '
+        f'{_MIN_SENTENCES.value} sentences per client, '
+        f'{_TRAIN_CLIENTS.value} training clients)')
   for clients in [int(c) for c in _CLIENTS.value]:
     runs_by_case = {}
     for repeat in range(_REPEATS.value):
@@ -365,6 +401,7 @@ def main(argv):
         runs_by_case.setdefault(case, []).append(r)
         print(f'{case:15} clients {clients:3d} run {repeat + 1}: '
               f'{r["seconds_per_round"]:7.2f} s/round '
+              f'{r["sequences_per_round"]:6.0f} seq/round '
               f'{r["sequences_per_second"]:7.1f} seq/s '
               f'{r["cpu_seconds_per_round"]:7.2f} CPU-s/round '
               f'peak {r["peak_memory_mb"]:7.0f} MB', flush=True)
@@ -372,6 +409,7 @@ def main(argv):
     medians = {c: _summary(r) for c, r in runs_by_case.items()}
     for case, m in medians.items():
       print(f'  {case:15} {m["seconds_per_round"]:7.2f} s/round '
+            f'{m["sequences_per_round"]:6.0f} seq/round '
             f'{m["sequences_per_second"]:7.1f} seq/s '
             f'{m["cpu_seconds_per_round"]:7.2f} CPU-s/round '
             f'peak {m["peak_memory_mb"]:7.0f} MB')

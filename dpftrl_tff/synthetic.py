@@ -11,7 +11,13 @@ like the real 4 GB database.
 
 What makes it federated-learning-like:
 * thousands of clients whose number of sentences is heavy tailed
-  (a discretized Pareto, capped), so a few clients hold many sentences;
+  (a discretized Pareto, capped), so a few clients hold many sentences.
+  The scale `min_sentences_per_client` sets the sizes: the default 4 gives
+  small clients (median 6, mean about 17: quick demos and tests);
+  `STACKOVERFLOW_MIN_SENTENCES` = 100 imitates the real train split, whose
+  users all wrote at least 100 sentences (TFF's loader documents that users
+  with fewer were removed) and 397 on average (135,818,730 examples over
+  342,477 users): minimum 100, mean about 433 before the cap;
 * each client writes questions and answers about a few topics (a sparse
   Dirichlet mixture over topics, each topic with its own tags and vocabulary),
   and has habits: a preferred opening phrase and its own favourite words;
@@ -21,6 +27,7 @@ What makes it federated-learning-like:
 """
 
 import bisect
+import json
 import os
 import sqlite3
 import tempfile
@@ -31,6 +38,13 @@ import tensorflow as tf
 
 from dpftrl_tff import checks
 from dpftrl_tff import data
+
+# The real StackOverflow train split: users with fewer than 100 sentences
+# were removed (tff.simulation.datasets.stackoverflow.load_data's docs).
+STACKOVERFLOW_MIN_SENTENCES = 100
+DEFAULT_MIN_SENTENCES = 4
+_PARETO_SHAPE = 1.3
+PARAMS_NAME = 'generation.json'
 
 _SYLLABLES = [c + v for c in 'bcdfghjklmnprstvwz' for v in 'aeiou']
 
@@ -136,17 +150,34 @@ def _example(tokens: str, title: str, tags: str, kind: str, score: int,
 def generate(cache_dir: str, *, num_train_clients: int = 3000,
              num_heldout_clients: int = 300, num_test_clients: int = 300,
              num_words: int = 4000, num_topics: int = 40,
-             max_sentences_per_client: int = 600, seed: int = 0,
-             overwrite: bool = False) -> Dict[str, int]:
+             max_sentences_per_client: int = 600,
+             min_sentences_per_client: int = DEFAULT_MIN_SENTENCES,
+             seed: int = 0, overwrite: bool = False) -> Dict[str, int]:
   """Writes the database and word counts into `cache_dir`.
+
+  A client's number of sentences is
+  n = min(max_sentences_per_client, floor(min_sentences_per_client (1 + P)))
+  with P ~ Lomax(1.3) (numpy's `pareto`): n >= min_sentences_per_client,
+  median about 1.70 and mean about 4.33 times it before the cap. The
+  arguments are recorded in `<cache_dir>/generation.json`.
 
   Returns:
     Number of sentences per split.
   """
   checks.check_int(num_train_clients, 'num_train_clients', minimum=1)
+  checks.check_int(min_sentences_per_client, 'min_sentences_per_client',
+                   minimum=1)
+  checks.check_int(max_sentences_per_client, 'max_sentences_per_client',
+                   minimum=min_sentences_per_client)
   checks.check_int(num_heldout_clients, 'num_heldout_clients', minimum=1)
   checks.check_int(num_test_clients, 'num_test_clients', minimum=1)
   checks.check_int(num_words, 'num_words', minimum=50)
+  params = dict(num_train_clients=num_train_clients,
+                num_heldout_clients=num_heldout_clients,
+                num_test_clients=num_test_clients, num_words=num_words,
+                num_topics=num_topics,
+                max_sentences_per_client=max_sentences_per_client,
+                min_sentences_per_client=min_sentences_per_client, seed=seed)
   os.makedirs(cache_dir, exist_ok=True)
   path = data.database_path(cache_dir)
   if os.path.exists(path) and not overwrite:
@@ -175,7 +206,8 @@ def generate(cache_dir: str, *, num_train_clients: int = 3000,
         cid = f'{client_number:08d}'
         client = lang.client(rng)
         n = int(min(max_sentences_per_client,
-                    np.floor((rng.pareto(1.3) + 1.0) * 4)))
+                    np.floor((rng.pareto(_PARETO_SHAPE) + 1.0) *
+                             min_sentences_per_client)))
         rows = []
         for k in range(n):
           ids = lang.sentence(rng, client)
@@ -201,6 +233,8 @@ def generate(cache_dir: str, *, num_train_clients: int = 3000,
   finally:
     con.close()
   os.replace(tmp, path)
+  with open(os.path.join(cache_dir, PARAMS_NAME), 'w') as f:
+    json.dump(params, f, indent=1, sort_keys=True)
   order = np.argsort(-word_counts, kind='stable')
   with open(os.path.join(cache_dir, data.WORD_COUNTS_NAME), 'w',
             encoding='utf-8') as f:
@@ -212,7 +246,26 @@ def generate(cache_dir: str, *, num_train_clients: int = 3000,
 
 def ensure_generated(cache_dir: str, *, seed: int = 0,
                      **kwargs) -> Optional[Dict[str, int]]:
-  """Generates the database unless `cache_dir` already has one."""
-  if os.path.isfile(data.database_path(cache_dir)):
-    return None
-  return generate(cache_dir, seed=seed, **kwargs)
+  """Generates the database unless `cache_dir` already has one.
+
+  An existing database is reused only if it was generated with the same
+  arguments, as recorded in generation.json (a database made before that
+  record existed has the default sentences per client); otherwise
+  ValueError, so that a changed setting never silently reuses the old data.
+  """
+  if not os.path.isfile(data.database_path(cache_dir)):
+    return generate(cache_dir, seed=seed, **kwargs)
+  record = os.path.join(cache_dir, PARAMS_NAME)
+  found = {'min_sentences_per_client': DEFAULT_MIN_SENTENCES}
+  if os.path.isfile(record):
+    with open(record) as f:
+      found = json.load(f)
+  differ = [f'{k}={v} (the database has {found[k]})'
+            for k, v in sorted(dict(kwargs, seed=seed).items())
+            if k in found and found[k] != v]
+  if differ:
+    raise ValueError(
+        f'The generated database in {cache_dir} was made with other '
+        f'settings: {", ".join(differ)}. Use another directory or delete '
+        f'it.')
+  return None

@@ -125,6 +125,52 @@ class GeneratedDatabaseTest(parameterized.TestCase):
       rows.append(con.execute('SELECT * FROM examples').fetchall())
     self.assertEqual(rows[0], rows[1])
 
+  @parameterized.named_parameters(('small', 4), ('stackoverflow_like', 100))
+  def test_min_sentences_per_client_is_the_floor(self, minimum):
+    d = tempfile.mkdtemp()
+    synthetic.generate(d, num_train_clients=30, num_heldout_clients=3,
+                       num_test_clients=3, num_words=100, seed=2,
+                       min_sentences_per_client=minimum,
+                       max_sentences_per_client=50 * minimum)
+    con = sqlite3.connect(data.database_path(d))
+    sizes = dict(con.execute("SELECT client_id, num_examples FROM "
+                             "client_metadata WHERE split_name='train'"))
+    counted = dict(con.execute("SELECT client_id, COUNT(*) FROM examples "
+                               "WHERE split_name='train' GROUP BY client_id"))
+    self.assertEqual(sizes, counted)
+    self.assertGreaterEqual(min(sizes.values()), minimum)
+    # Pareto(1.3) scale `minimum`: median 2^(1/1.3) = 1.70 times it.
+    self.assertBetween(np.median(list(sizes.values())) / minimum, 1.2, 2.6)
+
+  def test_size_arguments_are_checked(self):
+    with self.assertRaisesRegex(ValueError, 'min_sentences_per_client'):
+      synthetic.generate(tempfile.mkdtemp(), min_sentences_per_client=0)
+    with self.assertRaisesRegex(ValueError,
+                                'max_sentences_per_client must be an '
+                                'integer >= 200'):
+      synthetic.generate(tempfile.mkdtemp(), min_sentences_per_client=200,
+                         max_sentences_per_client=100)
+
+  def test_ensure_generated_reuses_only_the_same_settings(self):
+    d = tempfile.mkdtemp()
+    small = dict(num_train_clients=10, num_heldout_clients=3,
+                 num_test_clients=3, num_words=100)
+    self.assertIsNotNone(synthetic.ensure_generated(d, seed=1, **small))
+    self.assertIsNone(synthetic.ensure_generated(d, seed=1, **small))
+    with self.assertRaisesRegex(ValueError,
+                                r'min_sentences_per_client=100 \(the '
+                                r'database has 4\)'):
+      synthetic.ensure_generated(d, seed=1, min_sentences_per_client=100,
+                                 **small)
+    with self.assertRaisesRegex(ValueError, r'seed=2 \(the database has 1'):
+      synthetic.ensure_generated(d, seed=2, **small)
+    # A database from before generation.json: default sizes assumed.
+    os.remove(os.path.join(d, synthetic.PARAMS_NAME))
+    self.assertIsNone(synthetic.ensure_generated(d, seed=1, **small))
+    with self.assertRaisesRegex(ValueError, 'min_sentences_per_client=100'):
+      synthetic.ensure_generated(d, seed=1, min_sentences_per_client=100,
+                                 **small)
+
   def test_heavy_tailed_and_non_iid(self):
     path = data.database_path(generated_cache())
     con = sqlite3.connect(path)

@@ -47,7 +47,8 @@ class StepsTest(parameterized.TestCase):
                                rtol=1e-9, atol=1e-9)
 
   @parameterized.named_parameters(('d8192_three_factors', 2**13),
-                                  ('d2pow19_four_factors', 2**19))
+                                  ('d2pow19_four_factors', 2**19),
+                                  ('d2pow22_paper_size', 2**22))
   def test_large_hadamard_matches_reference(self, d):
     x = np.random.default_rng(d).normal(size=d).astype(np.float32)
     expected = ref.hadamard_transform(x.astype(np.float64))

