@@ -174,12 +174,22 @@ def config_from_flags() -> training.TrainConfig:
       debug_measurements=_DEBUG.value)
 
 
+def _synthetic_dir_name() -> str:
+  """synthetic_stackoverflow, suffixed with the non-default settings."""
+  name = 'synthetic_stackoverflow'
+  for flag, suffix in ((_SYNTH_MIN, 'min'), (_SYNTH_CLIENTS, 'clients'),
+                       (_SYNTH_SEED, 'seed')):
+    if flag.value != flag.default:
+      name += f'_{suffix}{flag.value}'
+  return name
+
+
 def run() -> dict:
   config = config_from_flags()
   config.validate()
   cache_dir = _CACHE_DIR.value
   if cache_dir is None:
-    cache_dir = os.path.join(_ROOT.value, 'synthetic_stackoverflow')
+    cache_dir = os.path.join(_ROOT.value, _synthetic_dir_name())
     print(f'No --cache_dir given: using the generated StackOverflow-format '
           f'database in {cache_dir} (not the real StackOverflow data).')
     synthetic.ensure_generated(

@@ -15,6 +15,7 @@ import numpy as np
 
 from dpftrl_tff import data
 from dpftrl_tff import runtime
+from dpftrl_tff import synthetic
 from dpftrl_tff import training
 from tests import fixtures
 
@@ -196,6 +197,21 @@ class BinaryTest(parameterized.TestCase):
     self.assertIn('Final eval in-vocab accuracy', proc.stdout)
     self.assertIn('rho-zCDP', proc.stdout)
     self.assertIn('ETA', proc.stdout)
+
+  def test_generated_data_gets_a_directory_per_setting(self):
+    root = tempfile.mkdtemp()
+    flags = [f for f in _tiny_flags(root) if not f.startswith('--cache_dir')]
+    proc = _run_binary(*flags, '--total_rounds=1',
+                       '--synthetic_train_clients=30',
+                       '--synthetic_min_sentences_per_client=5')
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    self.assertIn('not the real StackOverflow data', proc.stdout)
+    made = os.path.join(root, 'synthetic_stackoverflow_min5_clients30')
+    with open(os.path.join(made, synthetic.PARAMS_NAME)) as f:
+      record = json.load(f)
+    self.assertEqual((record['min_sentences_per_client'],
+                      record['num_train_clients']), (5, 30))
+    self.assertEqual(os.listdir(root).count('synthetic_stackoverflow'), 0)
 
   @parameterized.named_parameters(
       ('negative_noise', ['--noise_multiplier=-1'], '--noise_multiplier'),
