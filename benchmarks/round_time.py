@@ -51,6 +51,8 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from dpftrl_tff import synthetic
+
 _CASE = flags.DEFINE_string('case', None, 'Internal: run one case.')
 _CLIENTS = flags.DEFINE_list('clients', ['10', '50'], 'Clients per round.')
 _ROUNDS = flags.DEFINE_integer('rounds', 5, 'Timed rounds per case.')
@@ -58,7 +60,7 @@ _CACHE = flags.DEFINE_string(
     'cache_dir', None, 'Generated data for the benchmark; default '
     '/tmp/dpftrl_bench_data_min<--min_sentences_per_client>.')
 _MIN_SENTENCES = flags.DEFINE_integer(
-    'min_sentences_per_client', 100,
+    'min_sentences_per_client', synthetic.STACKOVERFLOW_MIN_SENTENCES,
     'Size scale of the generated clients (dpftrl_tff/synthetic.py). 100: '
     'like the real StackOverflow train split (every user at least 100 '
     'sentences, mean 397; about 180 per client after the 256 cap), the '
@@ -122,8 +124,9 @@ def _run_aggregation_case(case, clients, rounds, config):
   One TFF computation initializes the case's aggregator and runs
   min(`rounds`, 2) rounds of it (TFF's executor holds every round's client
   values until the computation ends: at 50 clients SecAgg's 5 rounds peaked
-  at 23 GB, 2 rounds stay far below the machine's memory), each on `clients` model-size updates drawn in the worker
-  (norms around the clip norm); a second computation draws the same updates
+  at 23 GB, 2 rounds stay far below the machine's memory), each on
+  `clients` model-size updates drawn in the worker (norms around the clip
+  norm); a second computation draws the same updates
   and sums them without aggregating. The difference, per round, is what the
   aggregator itself costs: the part of a training round that differs between
   the aggregators, timed without the client training's run-to-run noise.
@@ -383,7 +386,6 @@ def main(argv):
   if unknown:
     raise app.UsageError(f'--cases: unknown {unknown}; allowed: '
                          f'{", ".join(CASES)}.')
-  from dpftrl_tff import synthetic  # pylint: disable=g-import-not-at-top
   synthetic.ensure_generated(
       _cache_dir(), seed=0, num_words=12000,
       num_train_clients=_TRAIN_CLIENTS.value,

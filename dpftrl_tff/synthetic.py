@@ -232,9 +232,10 @@ def generate(cache_dir: str, *, num_train_clients: int = 3000,
     con.commit()
   finally:
     con.close()
-  os.replace(tmp, path)
+  # The record first: a database never exists without it.
   with open(os.path.join(cache_dir, PARAMS_NAME), 'w') as f:
     json.dump(params, f, indent=1, sort_keys=True)
+  os.replace(tmp, path)
   order = np.argsort(-word_counts, kind='stable')
   with open(os.path.join(cache_dir, data.WORD_COUNTS_NAME), 'w',
             encoding='utf-8') as f:
