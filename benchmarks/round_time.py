@@ -75,7 +75,7 @@ _EMBEDDING = flags.DEFINE_integer('embedding_size', 96, 'Embedding size.')
 _RESIDENT = flags.DEFINE_bool(
     'keep_state_in_worker', True,
     'TFF cases keep the server state in the worker between rounds, as '
-    'training does (dpftrl_tff/resident.py); false: plain process.next.')
+    'training does (dpftrl_tff/tff_compat/resident.py); false: plain process.next.')
 _REPEATS = flags.DEFINE_integer(
     'repeats', 1, 'Runs of every case, interleaved; the summary uses medians.')
 CASES = ('keras', 'keras_in_memory', 'tff_none', 'tff_dp_ftrl',
@@ -203,11 +203,13 @@ def _run_case(case, clients, rounds):
   """Runs one case in this process; returns its measurements."""
   from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
   runtime.install()
+  from dpftrl_tff import tff_compat as _compat  # pylint: disable=g-import-not-at-top
+  _compat.install()
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import data  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import metrics  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff import resident  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff.tff_compat import resident  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
 
   train_data, _, _ = data.load_stackoverflow(_cache_dir())

@@ -16,6 +16,7 @@ batches of `batch_size`, `num_epochs` local epochs.
 """
 
 import collections
+import hashlib
 import os
 import sqlite3
 from typing import List, Optional, Sequence, Tuple
@@ -86,6 +87,26 @@ def load_stackoverflow(cache_dir: str):
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   check_database(cache_dir)
   return tff.simulation.datasets.stackoverflow.load_data(cache_dir=cache_dir)
+
+
+def describe(cache_dir: str, vocab: Sequence[str], *, num_train_clients: int,
+             word_counts_path: Optional[str] = None,
+             generated: Optional[dict] = None) -> dict:
+  """What identifies a run's data (hparams.json "data"; resume compares it).
+
+  The database (absolute path and size), the vocabulary (its words'
+  SHA-256, so another word-count file or vocabulary size is another run)
+  and, for generated data, the generation settings.
+  """
+  path = database_path(cache_dir)
+  return dict(
+      source='synthetic' if generated is not None else 'stackoverflow',
+      database=os.path.abspath(path), database_bytes=os.path.getsize(path),
+      num_train_clients=int(num_train_clients), vocab_words=len(vocab),
+      vocab_sha256=hashlib.sha256('\n'.join(vocab).encode()).hexdigest(),
+      word_counts_path=(os.path.abspath(word_counts_path)
+                        if word_counts_path else None),
+      generation=generated)
 
 
 def load_word_counts_file(path: str, vocab_size: int) -> List[str]:
@@ -241,13 +262,21 @@ def _client_dataset_options() -> tf.data.Options:
 def build_preprocess_fn(vocab: Sequence[str], *, sequence_length: int = 20,
                         max_elements_per_client: int = 256,
                         batch_size: int = 16, num_epochs: int = 1,
-                        shuffle_buffer: int = 0):
-  """Returns dataset -> dataset of (x, y) int64 batches [B, L]."""
+                        shuffle_buffer_size: int = 0):
+  """Returns (dataset, shuffle_seed=None) -> dataset of (x, y) batches [B, L].
+
+  With `shuffle_buffer_size` > 1 and a `shuffle_seed` (int64 scalar), the
+  client's examples are shuffled with that buffer before the first
+  `max_elements_per_client` are taken (so a large client trains on a
+  different subset each round), in the same order for every local epoch.
+  """
   sequence_length = checks.check_int(sequence_length, 'sequence_length',
                                      minimum=1)
   batch_size = checks.check_int(batch_size, 'client_batch_size', minimum=1)
   num_epochs = checks.check_int(num_epochs, 'client_epochs_per_round',
                                 minimum=1)
+  shuffle_buffer_size = checks.check_int(shuffle_buffer_size,
+                                         'shuffle_buffer_size', minimum=0)
   to_ids = build_to_ids_fn(vocab, sequence_length)
 
   @tf.function(input_signature=[
@@ -255,31 +284,59 @@ def build_preprocess_fn(vocab: Sequence[str], *, sequence_length: int = 20,
   def split(ids):   # Traced once (see build_to_ids_fn).
     return ids[:, :-1], ids[:, 1:]
 
-  def preprocess(dataset):
+  def preprocess(dataset, shuffle_seed=None):
+    if shuffle_buffer_size > 1 and shuffle_seed is not None:
+      dataset = dataset.shuffle(shuffle_buffer_size, seed=shuffle_seed,
+                                reshuffle_each_iteration=False)
     if max_elements_per_client > 0:
       dataset = dataset.take(max_elements_per_client)
-    if shuffle_buffer > 1:
-      dataset = dataset.shuffle(shuffle_buffer, seed=0,
-                                reshuffle_each_iteration=False)
     dataset = dataset.repeat(num_epochs).map(to_ids)
     dataset = dataset.padded_batch(batch_size,
                                    padded_shapes=[sequence_length + 1])
     return dataset.map(split).with_options(_client_dataset_options())
 
+  preprocess.shuffles = shuffle_buffer_size > 1
   return preprocess
 
 
+_KEY_SEPARATOR = ':'
+
+
+def client_round_key(round_seed: int, client_id: str) -> str:
+  """The string a round sends for one client: '<round seed>:<client id>'.
+
+  `round_seed` is a function of (run seed, round) (see
+  `participation.round_seed`); the client's shuffle seed is the 63-bit
+  fingerprint of the whole key, a function of (seed, round, client).
+  """
+  return f'{int(round_seed)}{_KEY_SEPARATOR}{client_id}'
+
+
+def _split_key(key):
+  """(client id, shuffle seed) tensors of a `client_round_key` tensor."""
+  parts = tf.strings.split(key, sep=_KEY_SEPARATOR, maxsplit=1)
+  return parts[1], tf.strings.to_hash_bucket_fast(key, _HASH_BUCKETS)
+
+
+def build_client_dataset(client_data, preprocess, key: str):
+  """The preprocessed dataset of a `client_round_key`, built in Python."""
+  client_id, seed = _split_key(tf.constant(key))
+  return preprocess(
+      client_data.create_tf_dataset_for_client(client_id.numpy().decode()),
+      seed)
+
+
 def build_client_dataset_computation(client_data, preprocess):
-  """client id -> preprocessed client dataset, as a TFF computation.
+  """client round key -> preprocessed client dataset, as a TFF computation.
 
   Composed with a learning process
   (`tff.simulation.compose_dataset_computation_with_learning_process`), a
-  round takes the cohort's client ids and TFF's worker builds every client's
-  dataset itself, as TFF's own simulations do. Building the datasets in
-  Python instead costs a `Dataset.map` trace and a graph serialization per
-  client per round. Returns None when `client_data` cannot build a dataset
-  from an id tensor (no `serializable_dataset_fn`); then build the datasets
-  in Python.
+  round takes the cohort's `client_round_key`s and TFF's worker builds every
+  client's dataset itself, as TFF's own simulations do. Building the
+  datasets in Python instead costs a `Dataset.map` trace and a graph
+  serialization per client per round. Returns None when `client_data`
+  cannot build a dataset from an id tensor (no `serializable_dataset_fn`);
+  then build the datasets in Python (`build_client_dataset`).
   """
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   dataset_fn = getattr(client_data, 'serializable_dataset_fn', None)
@@ -287,8 +344,9 @@ def build_client_dataset_computation(client_data, preprocess):
     return None
 
   @tff.tensorflow.computation(np.str_)
-  def client_dataset(client_id):
-    return preprocess(dataset_fn(client_id))
+  def client_dataset(key):
+    client_id, seed = _split_key(key)
+    return preprocess(dataset_fn(client_id), seed)
 
   return client_dataset
 

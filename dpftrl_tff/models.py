@@ -28,6 +28,21 @@ def extended_vocab_size(vocab_size: int) -> int:
   return vocab_size + NUM_SPECIAL_TOKENS
 
 
+def count_parameters(vocab_size: int, *, latent_size: int = 670,
+                     embedding_size: int = 96,
+                     shared_embedding: bool = False) -> int:
+  """Trainable parameters of `create_cifg_lm`, without building it.
+
+  Input embedding (V+4) E; CIFG kernels 2 E 3N, bias 3N, projection N E;
+  output kernel E (V+4) unless tied, and bias V+4.
+  """
+  num_ids = extended_vocab_size(vocab_size)
+  n, e = latent_size, embedding_size
+  cifg = 2 * e * 3 * n + 3 * n + n * e
+  output = num_ids + (0 if shared_embedding else e * num_ids)
+  return num_ids * e + cifg + output
+
+
 @tf.keras.utils.register_keras_serializable(package='dpftrl_tff')
 class CIFGCell(tf.keras.layers.Layer):
   """CIFG LSTM cell with the output projected inside the recurrence."""

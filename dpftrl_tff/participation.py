@@ -1,13 +1,20 @@
-"""Client sampling per round and the participation it implies.
+"""Who takes part in round t, and the participation it implies.
 
-The foundation model of participation: every round, `clients_per_round`
-clients are drawn uniformly without replacement from the population,
-independently across rounds, from a generator seeded by (seed, round), so any
-round's cohort can be recomputed (resuming a run needs no sampler state).
-`ParticipationLog` records who took part when and reports the observed
-max participation (MaxP) and min separation (MinS) used for accounting.
+A `Sampler` gives the cohort of any round as a function of its construction
+arguments and the round number, so a resumed run draws the same cohorts as
+an uninterrupted one without sampler state. The training loop takes any
+sampler.
+
+`UniformSampler`: every round, `clients_per_round` clients drawn uniformly
+without replacement from the population, independently across rounds, from
+a generator seeded by (seed, round).
+
+`ParticipationLog` records who took part when and reports the observed max
+participation (MaxP) and min separation (MinS: rounds strictly between two
+participations, TF Privacy's convention) used for accounting.
 """
 
+import abc
 from typing import Dict, List, Sequence
 
 import numpy as np
@@ -15,7 +22,21 @@ import numpy as np
 from dpftrl_tff import checks
 
 
-class UniformSampler:
+def round_seed(seed: int, round_num: int) -> int:
+  """A 63-bit seed for round `round_num` of a run seeded with `seed`."""
+  state = np.random.SeedSequence([int(seed), int(round_num), 0x5EED])
+  return int(state.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+class Sampler(abc.ABC):
+  """The cohort of every round (a pure function of the round number)."""
+
+  @abc.abstractmethod
+  def sample(self, round_num: int) -> List[str]:
+    """Client ids taking part in round `round_num` (0-based)."""
+
+
+class UniformSampler(Sampler):
   """Uniform sampling without replacement within a round."""
 
   def __init__(self, client_ids: Sequence[str], clients_per_round: int,

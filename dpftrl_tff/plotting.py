@@ -37,3 +37,26 @@ def errorbar_plot(path, xs, means, stds, *, title, xlabel, ylabel,
     ax.axhline(baseline, color='gray', linestyle='--', linewidth=1,
                label='unigram baseline')
   _save(fig, ax, path, title=title, xlabel=xlabel, ylabel=ylabel)
+
+
+def training_curves(path, rows):
+  """Writes a PNG of loss and in-vocab accuracy against rounds (2 panels)."""
+  fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), dpi=110)
+  panels = (('loss', ('train_loss', 'eval_loss')),
+            ('in-vocab accuracy', ('train_in_vocab_accuracy',
+                                   'eval_in_vocab_accuracy')))
+  for ax, (ylabel, keys) in zip(axes, panels):
+    for key in keys:
+      points = [(r['round'], r[key]) for r in rows
+                if isinstance(r.get(key), (int, float))]
+      if points:
+        xs, ys = zip(*points)
+        ax.plot(xs, ys, marker='o' if key.startswith('eval') else None,
+                markersize=3, linewidth=1.3, label=key.split('_')[0])
+    ax.set_xlabel('round')
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path)
+  plt.close(fig)

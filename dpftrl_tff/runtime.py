@@ -5,25 +5,20 @@ outlives Python and keeps the parent's stdout/stderr pipes open, so a binary or
 a test run that leaves one behind hangs whoever reads its output (CI included).
 `install()` registers `shutdown_workers` to run at exit and on SIGTERM/SIGINT;
 binaries call it first thing, and the test suite calls `shutdown_workers` in
-its teardown. It also has the kernel kill a worker whose parent dies (so one
-killed by a signal Python cannot handle in time, e.g. SIGTERM or SIGKILL
-during a long C++ call, leaves no orphan), and configures glibc's allocator
-(see `configure_allocator`).
+its teardown. It also configures glibc's allocator (see
+`configure_allocator`). That the kernel kills a worker whose parent dies is
+`tff_compat.worker`'s patch of TFF's worker launch.
 """
 
 import atexit
 import ctypes
 import os
 import signal
-import subprocess
 import sys
 import time
-import types
 from typing import List
 
 from absl import logging
-
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 _WORKER_NAME = 'worker_binary'
 _installed = False
@@ -153,7 +148,6 @@ ALLOCATOR_SETTINGS = {
     # state are 20-100 MB): no mmap at all.
     'MALLOC_MMAP_MAX_': (_M_MMAP_MAX, 0),
 }
-_PR_SET_PDEATHSIG = 1
 _libc = None
 
 
@@ -187,69 +181,22 @@ def configure_allocator():
       libc.mallopt(param, value)
 
 
-def _die_with_parent():  # Runs in the forked child, before exec.
-  libc = _load_libc()
-  if libc:
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-# How long an unbounded wait() on a worker lasts before SIGKILL.
-WORKER_STOP_TIMEOUT_SECONDS = 10.0
-
-
-class _WorkerPopen(subprocess.Popen):
-  """Popen for TFF's worker: the kernel kills it when its parent dies.
-
-  TFF stops a worker (when its execution context is replaced) with SIGINT
-  and an unbounded `wait()`; a worker that does not exit on SIGINT (seen in
-  the test suite after a context switch) hung the caller for ever. An
-  unbounded wait here lasts WORKER_STOP_TIMEOUT_SECONDS, then the worker is
-  killed.
-  """
-
-  def __init__(self, *args, **kwargs):
-    kwargs.setdefault('preexec_fn', _die_with_parent)
-    super().__init__(*args, **kwargs)
-
-  def wait(self, timeout=None):
-    if timeout is not None:
-      return super().wait(timeout)
-    try:
-      return super().wait(WORKER_STOP_TIMEOUT_SECONDS)
-    except subprocess.TimeoutExpired:
-      logging.warning('TFF worker %d did not stop within %.0f s; killing it.',
-                      self.pid, WORKER_STOP_TIMEOUT_SECONDS)
-      self.kill()
-      return super().wait()
-
-
-def patch_worker_launch() -> bool:
-  """Starts TFF's workers with PR_SET_PDEATHSIG = SIGKILL (idempotent).
-
-  TFF launches the worker from the execution context's event-loop thread,
-  which lives as long as the context; the death signal fires when that
-  thread ends (the context is gone) or the process dies, however it dies.
-  Workers already running are not affected. Returns True when patched.
-  """
-  from tensorflow_federated.python.core.impl.executor_stacks import executor_factory  # pylint: disable=g-import-not-at-top
-  if not _load_libc():
-    return False
-  if getattr(executor_factory.subprocess, 'Popen', None) is not _WorkerPopen:
-    shim = types.SimpleNamespace(**vars(subprocess))
-    shim.Popen = _WorkerPopen
-    executor_factory.subprocess = shim
-  return True
-
-
 def install():
-  """Registers the worker shutdown at exit, on SIGTERM and SIGINT."""
+  """For binaries: quiet TF, allocator settings, worker shutdown at exit.
+
+  Call it first thing, before TensorFlow is imported (its C++ log level is
+  read at import): it sets TF_CPP_MIN_LOG_LEVEL=3 unless set (or unless
+  the command line asks for --verbosity, see `console`), configures the
+  allocator (`configure_allocator`), and registers `shutdown_workers` at
+  exit, on SIGTERM and SIGINT. Importing this module changes nothing.
+  """
   global _installed
   if _installed:
     return
   _installed = True
+  wants_logs = any(a.startswith(('--verbosity', '-v')) for a in sys.argv[1:])
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if wants_logs else '3')
   configure_allocator()
-  if 'tensorflow_federated' in sys.modules:
-    patch_worker_launch()  # Otherwise build_learning_process does it.
   atexit.register(_at_exit)
   signal.signal(signal.SIGTERM, _on_signal)
   # Ctrl-C: let Python raise KeyboardInterrupt (atexit then runs), but also

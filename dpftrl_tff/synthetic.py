@@ -31,7 +31,7 @@ import json
 import os
 import sqlite3
 import tempfile
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -186,7 +186,8 @@ def generate(cache_dir: str, *, num_train_clients: int = 3000,
   lang = _Language(rng, num_words, num_topics)
   counts: Dict[str, int] = {}
   word_counts = np.zeros(num_words, dtype=np.int64)
-  fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix='.sqlite.tmp')
+  _remove_temporaries(cache_dir)
+  fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=_TMP_SUFFIX)
   os.close(fd)
   os.remove(tmp)
   con = sqlite3.connect(tmp)
@@ -232,31 +233,49 @@ def generate(cache_dir: str, *, num_train_clients: int = 3000,
     con.commit()
   finally:
     con.close()
-  # The record first: a database never exists without it.
-  with open(os.path.join(cache_dir, PARAMS_NAME), 'w') as f:
-    json.dump(params, f, indent=1, sort_keys=True)
-  os.replace(tmp, path)
+  # The word counts and the record first, the database last: a database
+  # never exists without them (a kill leaves only temporaries, removed by
+  # the next generation).
   order = np.argsort(-word_counts, kind='stable')
-  with open(os.path.join(cache_dir, data.WORD_COUNTS_NAME), 'w',
-            encoding='utf-8') as f:
+  counts_path = os.path.join(cache_dir, data.WORD_COUNTS_NAME)
+  with open(counts_path + _TMP_SUFFIX, 'w', encoding='utf-8') as f:
     for i in order:
       if word_counts[i] > 0:
         f.write(f'{lang.words[i]} {word_counts[i]}\n')
+  os.replace(counts_path + _TMP_SUFFIX, counts_path)
+  record = os.path.join(cache_dir, PARAMS_NAME)
+  with open(record + _TMP_SUFFIX, 'w') as f:
+    json.dump(params, f, indent=1, sort_keys=True)
+  os.replace(record + _TMP_SUFFIX, record)
+  os.replace(tmp, path)
   return counts
 
 
+_TMP_SUFFIX = '.tmp'
+
+
+def _remove_temporaries(cache_dir: str):
+  """Deletes the temporary files of a generation that was killed."""
+  for name in os.listdir(cache_dir):
+    if name.endswith(_TMP_SUFFIX):
+      os.remove(os.path.join(cache_dir, name))
+
+
 def ensure_generated(cache_dir: str, *, seed: int = 0,
-                     **kwargs) -> Optional[Dict[str, int]]:
+                     **kwargs) -> Dict[str, Any]:
   """Generates the database unless `cache_dir` already has one.
 
   An existing database is reused only if it was generated with the same
   arguments, as recorded in generation.json (a database made before that
   record existed has the default sentences per client); otherwise
   ValueError, so that a changed setting never silently reuses the old data.
+  Returns the generation settings (generation.json).
   """
-  if not os.path.isfile(data.database_path(cache_dir)):
-    return generate(cache_dir, seed=seed, **kwargs)
   record = os.path.join(cache_dir, PARAMS_NAME)
+  if not os.path.isfile(data.database_path(cache_dir)):
+    generate(cache_dir, seed=seed, **kwargs)
+    with open(record) as f:
+      return json.load(f)
   found = {'min_sentences_per_client': DEFAULT_MIN_SENTENCES}
   if os.path.isfile(record):
     with open(record) as f:
@@ -269,4 +288,4 @@ def ensure_generated(cache_dir: str, *, seed: int = 0,
         f'The generated database in {cache_dir} was made with other '
         f'settings: {", ".join(differ)}. Use another directory or delete '
         f'it.')
-  return None
+  return found

@@ -1,149 +1,46 @@
-"""Federated training loop: DP-FTRL (or plain FedAvg) on next-word prediction.
+"""Federated training of the CIFG LM: TFF FedAvg with a DP mechanism.
 
-Builds TFF's unweighted FedAvg learning process with client SGD, server SGD
-with momentum and a model-update aggregator (plain mean, or DP-FTRL tree
-aggregation normalized by the report goal), and runs it round by round with:
-metrics per round to `metrics.csv` and TensorBoard, hyperparameters in
-`hparams.json`, a progress line with ETA, checkpoints every
-`rounds_per_checkpoint` rounds, and resumption from the latest checkpoint.
-A resumed run ends with the same model as an uninterrupted one: the cohort of
-round t is a function of (seed, t), the model initializer is seeded, and the
-aggregator state (tree noise generator included) is checkpointed.
+Builds TFF's unweighted FedAvg learning process (client SGD, server SGD with
+momentum, the model-update aggregation of `aggregators.registry`), and
+`train` runs it: the run directory (`run_directory`: identity check, lock,
+hparams, metrics, checkpoints, summary), the round loop (`loop.run_rounds`
+with a `participation` sampler), evaluation, and the privacy spent from the
+run's own participation log. A resumed run ends with the same model as an
+uninterrupted one: the cohort and client shuffling of round t are functions
+of (seed, t), the model initializer is seeded, and the aggregator state
+(the DP noise generator included) is checkpointed.
 """
 
-import asyncio
-import csv
 import dataclasses
-import json
-import math
+import datetime
 import os
-import time
+import subprocess
+import sys
 from typing import Any, Callable, Dict, List, Optional
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
+import tree
 
-from dpftrl_tff import accounting
-from dpftrl_tff import checks
+from dpftrl_tff import config as config_lib
 from dpftrl_tff import data
-from dpftrl_tff import fast_serialization
+from dpftrl_tff import loop
 from dpftrl_tff import metrics as lm_metrics
 from dpftrl_tff import models
 from dpftrl_tff import participation
-from dpftrl_tff import resident
-from dpftrl_tff import runtime
-from dpftrl_tff.aggregators import adaptive
-from dpftrl_tff.aggregators import dp_ftrl
-from dpftrl_tff.aggregators import secagg
+from dpftrl_tff import progress
+from dpftrl_tff import run_directory
+from dpftrl_tff import tff_compat
+from dpftrl_tff.tff_compat import resident
+from dpftrl_tff.aggregators import registry
 
-HPARAMS_FILE = 'hparams.json'
-METRICS_FILE = 'metrics.csv'
-SUMMARY_FILE = 'summary.json'
-FINAL_WEIGHTS_FILE = 'final_weights.npz'
-# Hyperparameters that may change when a run is resumed (they do not change
-# the trajectory of the rounds already done).
-RESUMABLE_CHANGES = ('total_rounds', 'rounds_per_eval', 'rounds_per_checkpoint',
-                     'num_eval_examples')
-
-
-@dataclasses.dataclass
-class TrainConfig:
-  """Everything that defines a training run (written to hparams.json)."""
-  total_rounds: int = 100
-  clients_per_round: int = 100
-  client_lr: float = 0.5
-  server_lr: float = 1.0
-  server_momentum: float = 0.9
-  client_batch_size: int = 16
-  client_epochs_per_round: int = 1
-  max_elements_per_client: int = 256
-  sequence_length: int = 20
-  vocab_size: int = 10000
-  latent_size: int = 670
-  embedding_size: int = 96
-  shared_embedding: bool = False
-  aggregator: str = 'dp_ftrl'
-  noise_multiplier: float = 0.0
-  clip_norm: float = 1.0
-  noise_seed: Optional[int] = None
-  # Adaptive clipping (aggregator dp_ftrl_adaptive, Algorithm 1).
-  initial_clip_norm: float = 0.1
-  target_unclipped_quantile: float = 0.5
-  clip_learning_rate: float = 0.2
-  clipped_count_stddev: Optional[float] = None
-  restart_warmup: int = 128
-  restart_frequency: int = 1024
-  # SecAgg-style discretization (Algorithm 2) of the client updates.
-  secagg: bool = False
-  secagg_scale: float = 1024.0
-  secagg_debug: bool = False
-  seed: Optional[int] = None
-  rounds_per_eval: int = 10
-  num_eval_examples: int = 10000
-  rounds_per_checkpoint: int = 10
-  debug_measurements: bool = True
-
-  def adaptive_arguments(self) -> Dict[str, Any]:
-    """Algorithm 1's arguments, as the adaptive factory takes them."""
-    return dict(initial_clip_norm=self.initial_clip_norm,
-                target_unclipped_quantile=self.target_unclipped_quantile,
-                clip_learning_rate=self.clip_learning_rate,
-                clipped_count_stddev=self.clipped_count_stddev,
-                restart_warmup=self.restart_warmup,
-                restart_frequency=self.restart_frequency)
-
-  def validate(self, num_train_clients: Optional[int] = None):
-    """Raises ValueError naming the flag for any bad value."""
-    checks.check_int(self.total_rounds, '--total_rounds', minimum=1)
-    checks.check_int(self.clients_per_round, '--clients_per_round', minimum=1)
-    if num_train_clients is not None and (self.clients_per_round >
-                                          num_train_clients):
-      raise ValueError(
-          f'--clients_per_round={self.clients_per_round} is larger than the '
-          f'{num_train_clients} clients of the training split.')
-    checks.check_float(self.client_lr, '--client_lr', minimum=0,
-                       strict_minimum=True)
-    checks.check_float(self.server_lr, '--server_lr', minimum=0,
-                       strict_minimum=True)
-    checks.check_float(self.server_momentum, '--server_momentum', minimum=0,
-                       maximum=1, strict_maximum=True)
-    checks.check_int(self.client_batch_size, '--client_batch_size', minimum=1)
-    checks.check_int(self.client_epochs_per_round, '--client_epochs_per_round',
-                     minimum=1)
-    checks.check_int(self.max_elements_per_client,
-                     '--max_elements_per_client', minimum=1)
-    checks.check_int(self.sequence_length, '--sequence_length', minimum=1)
-    checks.check_int(self.vocab_size, '--vocab_size', minimum=1)
-    checks.check_int(self.latent_size, '--latent_size', minimum=1)
-    checks.check_int(self.embedding_size, '--embedding_size', minimum=1)
-    if self.aggregator not in dp_ftrl.AGGREGATORS:
-      raise ValueError(f'--aggregator={self.aggregator!r} is unknown; '
-                       f'allowed: {", ".join(dp_ftrl.AGGREGATORS)}.')
-    if self.secagg:
-      if self.aggregator == 'dp_ftrl_adaptive':
-        raise ValueError('--secagg works with --aggregator=dp_ftrl (fixed '
-                         'clip) or none, not dp_ftrl_adaptive.')
-      checks.check_positive(self.secagg_scale, '--secagg_scale')
-      checks.check_positive(self.clip_norm, '--clip_norm')
-    if self.aggregator == 'dp_ftrl':
-      dp_ftrl.validate_dp_arguments(noise_multiplier=self.noise_multiplier,
-                                    clip_norm=self.clip_norm,
-                                    clients_per_round=self.clients_per_round)
-    if self.aggregator == 'dp_ftrl_adaptive':
-      dp_ftrl.validate_dp_arguments(noise_multiplier=self.noise_multiplier,
-                                    clip_norm=self.initial_clip_norm,
-                                    clients_per_round=self.clients_per_round)
-      adaptive.validate_adaptive_arguments(
-          noise_multiplier=self.noise_multiplier,
-          clients_per_round=self.clients_per_round,
-          **self.adaptive_arguments())
-    checks.check_int(self.rounds_per_eval, '--rounds_per_eval', minimum=1)
-    checks.check_int(self.num_eval_examples, '--num_eval_examples',
-                     minimum=1)
-    checks.check_int(self.rounds_per_checkpoint, '--rounds_per_checkpoint',
-                     minimum=1)
+TrainConfig = config_lib.TrainConfig
+HPARAMS_FILE = run_directory.HPARAMS_FILE
+METRICS_FILE = run_directory.METRICS_FILE
+SUMMARY_FILE = run_directory.SUMMARY_FILE
+FINAL_WEIGHTS_FILE = run_directory.FINAL_WEIGHTS_FILE
 
 
 def _input_spec(sequence_length):
@@ -180,45 +77,11 @@ def build_model_fn(config: TrainConfig) -> Callable[[], Any]:
 
 
 def build_aggregator(config: TrainConfig, model_fn):
-  """The model-update aggregation factory named by config.aggregator."""
+  """The model-update aggregation factory of `config.aggregator`."""
   record_specs = tff.types.type_to_tf_tensor_specs(
       tff.learning.models.weights_type_from_model(model_fn).trainable)
-  secagg_factory = None
-  noise_multiplier = config.noise_multiplier
-  if config.secagg:
-    secagg_factory = secagg.SecAggDiscretizationFactory(
-        clip_norm=config.clip_norm, scale=config.secagg_scale,
-        report_goal=config.clients_per_round, debug=config.secagg_debug)
-    params = secagg_factory.params_for(
-        sum(int(np.prod(s.shape)) for s in tf.nest.flatten(record_specs)))
-    noise_multiplier = secagg.noise_multiplier_for_secagg(
-        config.noise_multiplier, params)
-    logging.info('SecAgg: d=%d padded to %d, C_inf=%d, modulus %d (%d bits), '
-                 'C_inflated=%.6g; tree noise multiplier %.6g on C.',
-                 params.dim, params.padded_dim, params.linf_bound,
-                 params.modulus, params.bits_per_parameter,
-                 params.inflated_clip_norm, noise_multiplier)
-  if config.aggregator == 'none':
-    if secagg_factory is not None:
-      factory = tff.aggregators.UnweightedMeanFactory(
-          value_sum_factory=secagg_factory)
-    else:
-      factory = tff.aggregators.UnweightedMeanFactory()
-  elif config.aggregator == 'dp_ftrl_adaptive':
-    factory = adaptive.build_dp_ftrl_adaptive_factory(
-        noise_multiplier=config.noise_multiplier,
-        clients_per_round=config.clients_per_round,
-        record_specs=record_specs, noise_seed=config.noise_seed,
-        **config.adaptive_arguments())
-  elif config.aggregator == 'dp_ftrl':
-    factory = dp_ftrl.build_dp_ftrl_factory(
-        noise_multiplier=noise_multiplier,
-        clients_per_round=config.clients_per_round,
-        clip_norm=config.clip_norm, record_specs=record_specs,
-        noise_seed=config.noise_seed,
-        record_aggregation_factory=secagg_factory)
-  else:
-    raise ValueError(f'--aggregator={config.aggregator!r} is unknown.')
+  factory = registry.get(config.aggregator).build_factory(config,
+                                                          record_specs)
   if config.debug_measurements:
     factory = tff.learning.add_debug_measurements(factory)
   return factory
@@ -230,8 +93,7 @@ def prepare_execution(config: TrainConfig):
   With SecAgg the context is TFF's test context, the only one that runs
   secure-sum intrinsics in simulation (as plain sums mod M).
   """
-  fast_serialization.install()
-  runtime.patch_worker_launch()
+  tff_compat.install()
   if config.secagg:
     tff.backends.test.set_sync_test_cpp_execution_context()
 
@@ -301,79 +163,6 @@ def _flatten(prefix: str, value, out: Dict[str, float]):
       out[prefix] = float(arr.reshape(()))
 
 
-def _format_seconds(seconds: float) -> str:
-  seconds = int(round(seconds))
-  h, rem = divmod(seconds, 3600)
-  m, s = divmod(rem, 60)
-  return f'{h}h{m:02d}m{s:02d}s' if h else f'{m}m{s:02d}s'
-
-
-class _MetricsWriter:
-  """Appends one row per round to metrics.csv and TensorBoard."""
-
-  def __init__(self, output_dir: str, resume_round: int):
-    self.path = os.path.join(output_dir, METRICS_FILE)
-    self.rows: List[Dict[str, Any]] = []
-    if os.path.exists(self.path):
-      with open(self.path, newline='') as f:
-        self.rows = [r for r in csv.DictReader(f)
-                     if int(r['round']) <= resume_round]
-    self.tb = tf.summary.create_file_writer(
-        os.path.join(output_dir, 'tensorboard'))
-
-  def write(self, row: Dict[str, Any]):
-    self.rows.append(row)
-    fields = []
-    for r in self.rows:
-      for k in r:
-        if k not in fields:
-          fields.append(k)
-    tmp = self.path + '.tmp'
-    with open(tmp, 'w', newline='') as f:
-      writer = csv.DictWriter(f, fieldnames=fields, restval='')
-      writer.writeheader()
-      writer.writerows(self.rows)
-    os.replace(tmp, self.path)
-    with self.tb.as_default(step=int(row['round'])):
-      for k, v in row.items():
-        if k != 'round' and isinstance(v, (int, float)) and math.isfinite(v):
-          tf.summary.scalar(k, v)
-    self.tb.flush()
-
-
-def prepare_output_dir(output_dir: str, config: TrainConfig) -> bool:
-  """Creates the run directory; returns True when resuming an existing run.
-
-  Refuses a non-empty directory that is not a run with the same
-  hyperparameters (up to RESUMABLE_CHANGES).
-  """
-  hparams_path = os.path.join(output_dir, HPARAMS_FILE)
-  if os.path.isdir(output_dir) and os.listdir(output_dir):
-    if not os.path.isfile(hparams_path):
-      raise ValueError(
-          f'Output directory {output_dir} exists and is not a dpftrl_tff run; '
-          f'choose another --experiment_name or --root_output_dir.')
-    with open(hparams_path) as f:
-      previous = json.load(f)
-    current = dataclasses.asdict(config)
-    if current.get('seed') is None:
-      current['seed'] = previous.get('seed')
-    diffs = sorted(k for k in set(previous) | set(current)
-                   if k not in RESUMABLE_CHANGES and k != 'data' and
-                   previous.get(k) != current.get(k))
-    if diffs:
-      detail = ', '.join(f'{k}: {previous.get(k)!r} -> {current.get(k)!r}'
-                         for k in diffs)
-      raise ValueError(
-          f'Output directory {output_dir} holds another run ({detail}); '
-          f'resume it with the same flags or choose another '
-          f'--experiment_name.')
-    config.seed = previous.get('seed')
-    return True
-  os.makedirs(output_dir, exist_ok=True)
-  return False
-
-
 class Evaluator:
   """Loss and in-vocab accuracy of a Keras model on a fixed dataset.
 
@@ -428,58 +217,189 @@ class Evaluator:
 
 def privacy_spent(config: TrainConfig, rounds: int,
                   log: participation.ParticipationLog) -> Optional[Dict]:
-  """rho-zCDP and epsilon from the participation actually observed."""
-  if config.aggregator == 'none' or config.noise_multiplier <= 0:
-    return None
+  """rho-zCDP and epsilon of `rounds` rounds with the observed participation.
+
+  MaxP and MinS are those of the run's own participation log (MinS: rounds
+  strictly between two participations; no client took part twice: MaxP 1).
+  """
   max_p = max(1, log.max_participation)
-  min_sep = log.min_separation if log.min_separation >= 0 else rounds
-  restarts = []
-  if config.aggregator == 'dp_ftrl_adaptive':
-    restarts = accounting.paper_restart_rounds(
-        rounds, warmup=config.restart_warmup,
-        frequency=config.restart_frequency)
-  report = accounting.compute_privacy(
-      rounds=rounds, noise_multiplier=config.noise_multiplier,
-      max_participation=max_p, min_separation=min(min_sep, rounds),
-      restart_rounds=restarts)
+  min_sep = log.min_separation if log.min_separation >= 0 else rounds - 1
+  report = registry.get(config.aggregator).privacy(
+      config, rounds, max_p, min(min_sep, rounds - 1))
+  if report is None:
+    return None
   return dict(rounds=rounds, noise_multiplier=config.noise_multiplier,
-              restart_rounds=restarts,
+              restart_rounds=list(report.restart_rounds),
               observed_max_participation=max_p,
               observed_min_separation=log.min_separation,
               zcdp=report.zcdp, epsilon=report.epsilon, delta=report.delta)
 
 
+def _git_commit() -> Optional[str]:
+  """The project's commit (with '+dirty' for local changes), if known."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  try:
+    commit = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=root,
+                            capture_output=True, text=True, timeout=10,
+                            check=True).stdout.strip()
+    dirty = subprocess.run(['git', 'status', '--porcelain',
+                            '--untracked-files=no'], cwd=root,
+                           capture_output=True, text=True, timeout=10,
+                           check=True).stdout.strip()
+  except (OSError, subprocess.SubprocessError):
+    return None
+  return commit + ('+dirty' if dirty else '')
+
+
+def provenance() -> Dict[str, Any]:
+  """Where and with what a run (or a resumption of it) was started."""
+  import importlib.metadata  # pylint: disable=g-import-not-at-top
+  versions = {}
+  for package in ('tensorflow', 'tensorflow-federated', 'tensorflow-privacy',
+                  'dp-accounting', 'numpy', 'absl-py'):
+    try:
+      versions[package] = importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+      versions[package] = None
+  return dict(command=list(sys.argv), python=sys.version.split()[0],
+              packages=versions, commit=_git_commit(),
+              started=datetime.datetime.now(datetime.timezone.utc).isoformat(
+                  timespec='seconds'))
+
+
+def check_memory(config: TrainConfig):
+  """Refuses a model that cannot fit this machine, before building it."""
+  estimate = config_lib.estimate_memory_bytes(config)
+  try:
+    total = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+  except (ValueError, OSError):
+    return
+  if estimate > total:
+    params = models.count_parameters(
+        config.vocab_size, latent_size=config.latent_size,
+        embedding_size=config.embedding_size,
+        shared_embedding=config.shared_embedding)
+    raise ValueError(
+        f'--vocab_size={config.vocab_size}, --latent_size='
+        f'{config.latent_size}, --embedding_size={config.embedding_size}: '
+        f'the model has {params:,} parameters ({4 * params / 2**30:.1f} GiB '
+        f'a copy) and a run needs about {estimate / 2**30:.0f} GiB; this '
+        f'machine has {total / 2**30:.0f} GiB. Choose a smaller model.')
+
+
+def _round_row(config, result: loop.RoundResult, clip_in_force):
+  """The metrics.csv row of one round; returns (row, clip for next round)."""
+  flat: Dict[str, float] = {}
+  _flatten('', result.metrics, flat)
+  train_metrics = result.metrics['client_work']['train']
+  row: Dict[str, Any] = {
+      'round': result.round_num + 1,
+      'train_loss': float(train_metrics['loss']),
+      'train_in_vocab_accuracy': float(train_metrics['in_vocab_accuracy']),
+      'server_update_norm': result.update_norm,
+      'round_seconds': result.seconds,
+  }
+  for key, value in flat.items():
+    if key.startswith('aggregator/'):
+      row[key.replace('/', '_')] = value
+    if key.endswith('dp_query_metrics/current_clip') or key.endswith(
+        'dp_query_metrics/tree_agg_dpftrl_clip'):
+      # TFF reports the clip in force after the round (for the next one).
+      row['clip_norm_in_force'] = clip_in_force
+      clip_in_force = value
+    if key.endswith('dp_query_metrics/estimate_clip'):
+      row['clip_norm_estimate'] = value
+    for name in ('bits_per_parameter', 'rounding_retries',
+                 'rounding_failures', 'integer_sum_bound', 'wraparounds',
+                 'decode_error_l2'):
+      if key.endswith('/' + name):
+        row['secagg_' + name] = value
+  if 'clip_norm_in_force' in row:
+    row['clip_norm_next_round'] = clip_in_force
+  return row, clip_in_force
+
+
 def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
           output_dir: str, data_description: Optional[Dict] = None,
           stop_after_round: Optional[int] = None,
-          print_fn: Callable[[str], None] = print) -> Dict[str, Any]:
-  """Runs (or resumes) federated training; returns the final summary.
+          print_fn: Callable[[str], None] = print,
+          progress_stream=None) -> Dict[str, Any]:
+  """Runs, resumes or (when finished) reports a federated training run.
+
+  The run's identity is `config` (up to `config_lib.resumable_fields()`)
+  plus `data_description`: a directory holding another run, or this run on
+  other data, is refused. A finished run is not run again: its summary is
+  returned (with `already_finished`). `total_rounds` may be raised to extend
+  a run, never lowered below the rounds it has run (its privacy is spent).
 
   Args:
     config: hyperparameters.
     train_data: tff ClientData of the training split.
     eval_data: tff ClientData of the evaluation split.
     vocab: the vocabulary (len == config.vocab_size or fewer words).
-    output_dir: run directory (created, or resumed when it holds this run).
-    data_description: written to hparams.json under "data".
+    output_dir: the run directory (`run_directory.RunDirectory`).
+    data_description: what identifies the data (source, database, vocabulary
+      fingerprint); written to hparams.json under "data".
     stop_after_round: stop (as if killed) once this many rounds are done;
       for tests of resumption.
-    print_fn: where progress lines go.
+    print_fn: where messages go; progress lines go to `progress_stream`
+      (a terminal gets one line redrawn in place), or to `print_fn` when
+      that is not the default `print`.
+    progress_stream: stream of the progress line (default stdout).
   """
   config.validate(num_train_clients=len(train_data.client_ids))
-  resuming = prepare_output_dir(output_dir, config)
-  if config.seed is None:
-    config.seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
-  hparams = dataclasses.asdict(config)
-  hparams['data'] = data_description or {}
-  with open(os.path.join(output_dir, HPARAMS_FILE), 'w') as f:
-    json.dump(hparams, f, indent=2, sort_keys=True)
+  check_memory(config)
+  run_dir = run_directory.RunDirectory(output_dir)
+  with run_dir.lock():
+    previous = run_dir.previous_hparams()
+    summary = None
+    if previous is not None:
+      if config.seed is None:
+        config.seed = previous.get('seed')
+      current = dict(dataclasses.asdict(config),
+                     data=data_description or {})
+      diffs = run_directory.identity_differences(
+          previous, current, config_lib.resumable_fields())
+      if diffs:
+        raise run_directory.RunDirectoryError(
+            f'Output directory {output_dir} holds another run '
+            f'({"; ".join(diffs)}); resume it with the same flags and data, '
+            f'or choose another --experiment_name.')
+      summary = run_dir.read_summary()
+      rounds_done = max(run_dir.latest_checkpoint_round(),
+                        (summary or {}).get('rounds', 0))
+      if config.total_rounds < rounds_done:
+        raise run_directory.RunDirectoryError(
+            f'--total_rounds={config.total_rounds} is below the '
+            f'{rounds_done} rounds the run in {output_dir} has already run: '
+            f'its model and its privacy spent are those of {rounds_done} '
+            f'rounds. Use --total_rounds >= {rounds_done}, or another '
+            f'--experiment_name.')
+      if (summary and summary.get('final_eval') and
+          summary.get('rounds') == config.total_rounds):
+        print_fn(f'{output_dir} is a finished run of {config.total_rounds} '
+                 f'rounds; nothing to do (raise --total_rounds to extend '
+                 f'it).')
+        return dict(summary, already_finished=True)
+    if config.seed is None:
+      config.seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+    return _train_locked(config, run_dir, previous, train_data=train_data,
+                         eval_data=eval_data, vocab=vocab,
+                         data_description=data_description,
+                         stop_after_round=stop_after_round,
+                         print_fn=print_fn, progress_stream=progress_stream)
 
+
+def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
+                  data_description, stop_after_round, print_fn,
+                  progress_stream):
+  """`train` once the directory is locked and the run's identity checked."""
   preprocess = data.build_preprocess_fn(
       vocab, sequence_length=config.sequence_length,
       max_elements_per_client=config.max_elements_per_client,
       batch_size=config.client_batch_size,
-      num_epochs=config.client_epochs_per_round)
+      num_epochs=config.client_epochs_per_round,
+      shuffle_buffer_size=config.shuffle_buffer_size)
   eval_dataset = data.build_eval_dataset(
       eval_data, vocab, num_examples=config.num_eval_examples,
       sequence_length=config.sequence_length)
@@ -489,106 +409,90 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
   eval_model = build_keras_model(config)
   state = initial_state(process, config, eval_model)
   evaluator = Evaluator(eval_model, eval_dataset, config.vocab_size)
-  checkpoints = tff.program.FileProgramStateManager(
-      os.path.join(output_dir, 'checkpoints'), keep_total=3, keep_first=False)
   start_round = 0
-  if resuming:
-    loaded, version = asyncio.run(checkpoints.load_latest(state))
-    if loaded is not None:
-      state, start_round = loaded, int(version)
-      print_fn(f'Resuming {output_dir} from round {start_round}.')
+  if previous is not None:
+    leaves, start_round = run_dir.load_checkpoint(tree.flatten(state),
+                                                  warn=print_fn)
+    if leaves is not None:
+      state = tree.unflatten_as(state, leaves)
+      print_fn(f'Resuming {run_dir.path} from round {start_round}.')
+  hparams = dict(dataclasses.asdict(config), data=data_description or {})
+  hparams[run_directory.PROVENANCE_KEY] = (
+      (previous or {}).get(run_directory.PROVENANCE_KEY, []) +
+      [dict(provenance(), resumed_from_round=start_round)])
+  run_dir.claim(hparams)   # The run has started: the directory is its own.
+
   sampler = participation.UniformSampler(train_data.client_ids,
                                          config.clients_per_round, config.seed)
   log = participation.ParticipationLog()
   for r in range(start_round):
     log.record(r, sampler.sample(r))
-  writer = _MetricsWriter(output_dir, start_round)
+  writer = run_directory.MetricsWriter(run_dir, start_round)
 
-  # TFF's worker builds the cohort's datasets from their client ids.
+  # TFF's worker builds the cohort's datasets from their client round keys.
   by_client_id = taking_client_ids(process, train_data, preprocess)
-  # The state stays in TFF's worker between rounds (resident.py).
-  rounds = resident.ResidentProcess(by_client_id or process)
-  # The clip norm used in the coming round (C_theta of Algorithm 1).
-  clip_in_force = (config.initial_clip_norm
-                   if config.aggregator == 'dp_ftrl_adaptive'
-                   else config.clip_norm)
+  # The state stays in TFF's worker between rounds (tff_compat.resident).
+  runner = resident.ResidentProcess(by_client_id or process)
+  shuffle = getattr(preprocess, 'shuffles', False)
+
+  def client_data_fn(round_num, cohort):
+    seed = participation.round_seed(config.seed, round_num) if shuffle else 0
+    keys = [data.client_round_key(seed, c) for c in cohort]
+    if by_client_id is not None:
+      return keys
+    return [data.build_client_dataset(train_data, preprocess, k)
+            for k in keys]
+
+  clip_in_force = registry.get(config.aggregator).initial_clip(config)
   if writer.rows and writer.rows[-1].get('clip_norm_next_round'):
     clip_in_force = float(writer.rows[-1]['clip_norm_next_round'])
-  started = time.monotonic()
   last_eval: Dict[str, float] = {}
   end_round = config.total_rounds
   if stop_after_round is not None:
     end_round = min(end_round, stop_after_round)
-  for round_num in range(start_round, end_round):
-    round_start = time.monotonic()
-    cohort = sampler.sample(round_num)
-    log.record(round_num, cohort)
-    if by_client_id is not None:
-      client_data = list(cohort)
-    else:
-      client_data = [preprocess(train_data.create_tf_dataset_for_client(c))
-                     for c in cohort]
-    state, round_metrics, update_norm = rounds.next(state, client_data)
-    round_seconds = time.monotonic() - round_start
+  bar = progress.Progress(
+      config.total_rounds, start_round, stream=progress_stream,
+      print_fn=None if print_fn is print else print_fn)
+  started = datetime.datetime.now()
 
-    flat: Dict[str, float] = {}
-    _flatten('', round_metrics, flat)
-    train_metrics = round_metrics['client_work']['train']
-    row: Dict[str, Any] = {
-        'round': round_num + 1,
-        'train_loss': float(train_metrics['loss']),
-        'train_in_vocab_accuracy': float(
-            train_metrics['in_vocab_accuracy']),
-        'server_update_norm': update_norm,
-        'round_seconds': round_seconds,
-    }
-    for key, value in flat.items():
-      if key.startswith('aggregator/'):
-        row[key.replace('/', '_')] = value
-      if key.endswith('dp_query_metrics/current_clip') or key.endswith(
-          'dp_query_metrics/tree_agg_dpftrl_clip'):
-        # TFF reports the clip in force after the round (for the next one).
-        row['clip_norm_in_force'] = clip_in_force
-        clip_in_force = value
-      if key.endswith('dp_query_metrics/estimate_clip'):
-        row['clip_norm_estimate'] = value
-      for name in ('bits_per_parameter', 'rounding_retries',
-                   'rounding_failures', 'integer_sum_bound', 'wraparounds',
-                   'decode_error_l2'):
-        if key.endswith('/' + name):
-          row['secagg_' + name] = value
-    if 'clip_norm_in_force' in row:
-      row['clip_norm_next_round'] = clip_in_force
-    done = round_num + 1
-    if done % config.rounds_per_eval == 0 or done == config.total_rounds:
-      process.get_model_weights(rounds.materialize(state)).assign_weights_to(
-          eval_model)
+  def on_round(new_state, result: loop.RoundResult):
+    nonlocal clip_in_force, last_eval
+    row, clip_in_force = _round_row(config, result, clip_in_force)
+    done = result.round_num + 1
+    evaluated = (done % config.rounds_per_eval == 0 or
+                 done == config.total_rounds)
+    if evaluated:
+      process.get_model_weights(runner.materialize(new_state)
+                               ).assign_weights_to(eval_model)
       last_eval = evaluator()
       row['eval_loss'] = last_eval['loss']
       row['eval_in_vocab_accuracy'] = last_eval['in_vocab_accuracy']
     writer.write(row)
     if done % config.rounds_per_checkpoint == 0 or done == end_round:
-      asyncio.run(checkpoints.save(rounds.materialize(state), done))
-    elapsed = time.monotonic() - started
-    per_round = elapsed / (done - start_round)
-    eta = per_round * (config.total_rounds - done)
+      run_dir.save_checkpoint(tree.flatten(runner.materialize(new_state)),
+                              done)
+      writer.plot()
     eval_text = (f' eval_acc {row["eval_in_vocab_accuracy"]:.4f}'
-                 if 'eval_in_vocab_accuracy' in row else '')
-    print_fn(f'round {done}/{config.total_rounds} '
-             f'loss {row["train_loss"]:.4f} '
-             f'acc {row["train_in_vocab_accuracy"]:.4f}{eval_text} '
-             f'{round_seconds:.1f}s/round ETA {_format_seconds(eta)}')
+                 if evaluated else '')
+    bar.update(done, result.seconds,
+               f'loss {row["train_loss"]:.4f} '
+               f'acc {row["train_in_vocab_accuracy"]:.4f}{eval_text}',
+               force=evaluated)
 
-  rounds_done = end_round
-  weights = process.get_model_weights(rounds.materialize(state)).trainable
-  np.savez(os.path.join(output_dir, FINAL_WEIGHTS_FILE),
-           *[np.asarray(w) for w in weights])
-  summary = dict(rounds=rounds_done, total_rounds=config.total_rounds,
+  try:
+    state = loop.run_rounds(
+        runner=runner, sampler=sampler, log=log,
+        client_data_fn=client_data_fn, state=state, start_round=start_round,
+        end_round=end_round, on_round=on_round)
+  finally:
+    bar.close()
+  weights = process.get_model_weights(runner.materialize(state)).trainable
+  run_dir.write_final_weights(weights)
+  summary = dict(rounds=end_round, total_rounds=config.total_rounds,
                  final_eval=last_eval,
                  unigram_baseline_accuracy=evaluator.unigram_baseline(),
-                 privacy=privacy_spent(config, rounds_done, log),
-                 seconds=time.monotonic() - started)
-  with open(os.path.join(output_dir, SUMMARY_FILE), 'w') as f:
-    json.dump(summary, f, indent=2, sort_keys=True)
+                 privacy=privacy_spent(config, end_round, log),
+                 seconds=(datetime.datetime.now() - started).total_seconds())
+  run_dir.write_summary(summary)
   logging.info('Summary: %s', summary)
   return summary

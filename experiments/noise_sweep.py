@@ -4,9 +4,12 @@ For every noise multiplier z in --noise_multipliers and every seed in
 --seeds it runs `experiments.run_stackoverflow` (flags from
 --training_flagfile, then --noise_multiplier=z --seed=s and the flags given
 after `--`), each in its own process and output directory
-<root_output_dir>/z<z>_seed<s>. A finished run (summary.json present) is
-not run again, so an interrupted sweep continues where it stopped. It then
-writes, next to the runs:
+<root_output_dir>/z<z>_seed<s>. Every run goes through the training binary,
+which reuses a finished run only if it was made with exactly the same flags
+and data (and says so), resumes an interrupted one, and refuses a directory
+holding a run of other flags (the sweep then stops, naming it): an
+interrupted sweep continues where it stopped, and a changed flag never
+reuses stale results. It then writes, next to the runs:
 
   noise_sweep.csv          one row per run: z, seed, rounds, final eval
                            in-vocab accuracy and loss, rho-zCDP, epsilon;
@@ -77,17 +80,17 @@ def _run(z, seed, extra_flags):
   """Runs one training (unless done); its summary dict."""
   output_dir = os.path.join(_ROOT.value, run_name(z, seed))
   summary_path = os.path.join(output_dir, _SUMMARY)
-  if not os.path.isfile(summary_path):
-    command = [sys.executable, '-m', 'experiments.run_stackoverflow',
-               f'--flagfile={_FLAGFILE.value}',
-               f'--root_output_dir={_ROOT.value}',
-               f'--experiment_name={run_name(z, seed)}',
-               f'--noise_multiplier={z!r}', f'--seed={seed}', *extra_flags]
-    print(f'--- {run_name(z, seed)}: {" ".join(command[1:])}', flush=True)
-    proc = subprocess.run(command, check=False)
-    if proc.returncode or not os.path.isfile(summary_path):
-      raise RuntimeError(f'The run {run_name(z, seed)} failed (exit code '
-                         f'{proc.returncode}); see its output above.')
+  command = [sys.executable, '-m', 'experiments.run_stackoverflow',
+             f'--flagfile={_FLAGFILE.value}',
+             f'--root_output_dir={_ROOT.value}',
+             f'--experiment_name={run_name(z, seed)}',
+             f'--noise_multiplier={z!r}', f'--seed={seed}', *extra_flags]
+  print(f'--- {run_name(z, seed)}: {" ".join(command[1:])}', flush=True)
+  proc = subprocess.run(command, check=False)
+  if proc.returncode or not os.path.isfile(summary_path):
+    raise RuntimeError(f'The run {run_name(z, seed)} failed or was refused '
+                       f'(exit code {proc.returncode}); see its output '
+                       f'above.')
   with open(summary_path) as f:
     return json.load(f)
 
@@ -124,6 +127,14 @@ def main(argv):
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
+  try:
+    return _sweep(noise_multipliers, seeds, extra_flags)
+  except RuntimeError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 1
+
+
+def _sweep(noise_multipliers, seeds, extra_flags):
   os.makedirs(_ROOT.value, exist_ok=True)
   rows = []
   for z in noise_multipliers:

@@ -8,12 +8,13 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import pytest  # pylint: disable=g-import-not-at-top
 
 from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
+from dpftrl_tff import tff_compat  # pylint: disable=g-import-not-at-top
 
 
 @pytest.fixture(autouse=True, scope='module')
 def _stop_tff_workers():
   if 'tensorflow_federated' in sys.modules:
-    runtime.patch_worker_launch()
+    tff_compat.install()
   yield
   runtime.shutdown_workers()
   if 'tensorflow_federated' in sys.modules:

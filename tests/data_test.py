@@ -155,8 +155,11 @@ class GeneratedDatabaseTest(parameterized.TestCase):
     d = tempfile.mkdtemp()
     small = dict(num_train_clients=10, num_heldout_clients=3,
                  num_test_clients=3, num_words=100)
-    self.assertIsNotNone(synthetic.ensure_generated(d, seed=1, **small))
-    self.assertIsNone(synthetic.ensure_generated(d, seed=1, **small))
+    made = synthetic.ensure_generated(d, seed=1, **small)
+    self.assertEqual(made['seed'], 1)
+    mtime = os.path.getmtime(data.database_path(d))
+    self.assertEqual(synthetic.ensure_generated(d, seed=1, **small), made)
+    self.assertEqual(os.path.getmtime(data.database_path(d)), mtime)
     with self.assertRaisesRegex(ValueError,
                                 r'min_sentences_per_client=100 \(the '
                                 r'database has 4\)'):
@@ -166,10 +169,21 @@ class GeneratedDatabaseTest(parameterized.TestCase):
       synthetic.ensure_generated(d, seed=2, **small)
     # A database from before generation.json: default sizes assumed.
     os.remove(os.path.join(d, synthetic.PARAMS_NAME))
-    self.assertIsNone(synthetic.ensure_generated(d, seed=1, **small))
+    self.assertEqual(
+        synthetic.ensure_generated(d, seed=1, **small),
+        {'min_sentences_per_client': synthetic.DEFAULT_MIN_SENTENCES})
     with self.assertRaisesRegex(ValueError, 'min_sentences_per_client=100'):
       synthetic.ensure_generated(d, seed=1, min_sentences_per_client=100,
                                  **small)
+
+  def test_generation_killed_midway_leaves_no_database(self):
+    d = tempfile.mkdtemp()
+    with open(os.path.join(d, 'leftover.sqlite.tmp'), 'w') as f:
+      f.write('partial')   # What a killed generation leaves.
+    synthetic.generate(d, num_train_clients=5, num_heldout_clients=2,
+                       num_test_clients=2, num_words=50)
+    self.assertEqual([n for n in os.listdir(d) if n.endswith('.tmp')], [])
+    self.assertTrue(os.path.isfile(os.path.join(d, data.WORD_COUNTS_NAME)))
 
   def test_heavy_tailed_and_non_iid(self):
     path = data.database_path(generated_cache())

@@ -9,7 +9,7 @@ import tensorflow_federated as tff
 from tensorflow_federated.proto.v0 import executor_pb2
 from tensorflow_federated.python.core.impl.executors import value_serialization
 
-from dpftrl_tff import fast_serialization
+from dpftrl_tff.tff_compat import fast_serialization
 
 _F32 = tff.TensorType(np.float32, [3])
 _I64 = tff.TensorType(np.int64, [2, 2])

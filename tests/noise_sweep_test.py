@@ -56,11 +56,18 @@ class NoiseSweepBinaryTest(parameterized.TestCase):
     self.assertTrue(os.path.isfile(os.path.join(root, 'noise_sweep.png')))
     self.assertTrue(os.path.isfile(
         os.path.join(root, 'noise_sweep_summary.csv')))
-    # Finished runs are not run again.
+    # Finished runs of the same flags are reused, not run again.
     again = fixtures.run_module('experiments.noise_sweep', *args,
                                 timeout=600)
     self.assertEqual(again.returncode, 0, again.stderr[-3000:])
-    self.assertNotIn('--- z0_seed4', again.stdout)
+    self.assertEqual(again.stdout.count('nothing to do'), 2, again.stdout)
+    self.assertNotIn('round 1/2', again.stdout)
+    # Other flags after `--` never reuse them: the run is refused, by name.
+    other = fixtures.run_module('experiments.noise_sweep', *args, '--',
+                                '--client_lr=0.7', timeout=600)
+    self.assertEqual(other.returncode, 1)
+    self.assertIn('client_lr: 0.5 -> 0.7', other.stderr)
+    self.assertIn('z0_seed4', other.stderr)
 
   @parameterized.named_parameters(
       ('negative_z', ['--noise_multipliers=-1'], '--noise_multipliers'),

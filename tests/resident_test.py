@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from dpftrl_tff import resident
+from dpftrl_tff.tff_compat import resident
 from dpftrl_tff import runtime
 from dpftrl_tff import training
 
@@ -133,8 +133,10 @@ class ResidentProcessTest(tf.test.TestCase, parameterized.TestCase):
 _EXIT_SCRIPT = """
 from absl import logging
 import tensorflow as tf
-from dpftrl_tff import resident, runtime, training
+from dpftrl_tff import runtime, training, tff_compat
+from dpftrl_tff.tff_compat import resident
 runtime.install()
+tff_compat.install()
 logging.set_verbosity(logging.INFO)   # TFF's gRPC retry log is INFO.
 config = training.TrainConfig(clients_per_round=2, vocab_size=30,
                               latent_size=6, embedding_size=4,

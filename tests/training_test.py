@@ -17,6 +17,7 @@ from dpftrl_tff import data
 from dpftrl_tff import runtime
 from dpftrl_tff import synthetic
 from dpftrl_tff import training
+from dpftrl_tff.tff_compat import worker
 from tests import fixtures
 
 ROOT = fixtures.ROOT
@@ -38,12 +39,25 @@ def tiny_config(**overrides):
   return config
 
 
-def train(config, output_dir, **kwargs):
+def train(config, output_dir, print_fn=lambda s: None, **kwargs):
   train_data, heldout, _ = data.load_stackoverflow(cache_dir())
   vocab = data.load_vocab(cache_dir(), config.vocab_size)
   return training.train(config, train_data=train_data, eval_data=heldout,
                         vocab=vocab, output_dir=output_dir,
-                        print_fn=lambda s: None, **kwargs)
+                        print_fn=print_fn, **kwargs)
+
+
+def _tensorboard_events(output_dir):
+  """(tag, step) of every scalar event in the run's TensorBoard files."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  folder = os.path.join(output_dir, 'tensorboard')
+  events = []
+  for name in os.listdir(folder):
+    for event in tf.compat.v1.train.summary_iterator(
+        os.path.join(folder, name)):
+      for value in event.summary.value:
+        events.append((value.tag, event.step))
+  return events
 
 
 def _weights(output_dir):
@@ -70,21 +84,22 @@ class TrainingLoopTest(parameterized.TestCase):
   def test_worker_built_datasets_equal_python_built_ones(self):
     # A round given client ids (TFF's worker builds the datasets) equals a
     # round given the same clients' datasets built in Python.
+    # Client shuffling included: the key carries the round's seed.
     config = tiny_config(aggregator='none')
     train_data, _, _ = data.load_stackoverflow(cache_dir())
     vocab = data.load_vocab(cache_dir(), config.vocab_size)
     preprocess = data.build_preprocess_fn(
         vocab, sequence_length=config.sequence_length,
         max_elements_per_client=config.max_elements_per_client,
-        batch_size=config.client_batch_size)
+        batch_size=config.client_batch_size, shuffle_buffer_size=100)
     process = training.build_learning_process(config)
     by_id = training.taking_client_ids(process, train_data, preprocess)
     state = training.initial_state(process, config)
-    cohort = list(train_data.client_ids[3:7])
-    a = by_id.next(state, cohort)
+    keys = [data.client_round_key(12345, c)
+            for c in train_data.client_ids[3:7]]
+    a = by_id.next(state, keys)
     b = process.next(state, [
-        preprocess(train_data.create_tf_dataset_for_client(c))
-        for c in cohort])
+        data.build_client_dataset(train_data, preprocess, k) for k in keys])
     self.assertEqual(str(a.metrics), str(b.metrics))
     for x, y in zip(process.get_model_weights(a.state).trainable,
                     process.get_model_weights(b.state).trainable):
@@ -120,6 +135,66 @@ class TrainingLoopTest(parameterized.TestCase):
     with open(os.path.join(full, training.SUMMARY_FILE)) as f:
       summary = json.load(f)
     self.assertGreater(summary['privacy']['zcdp'], 0)
+
+  def test_finished_run_is_a_noop_and_total_rounds_cannot_drop(self):
+    out = os.path.join(tempfile.mkdtemp(), 'run')
+    first = train(tiny_config(), out)
+    summary_path = os.path.join(out, training.SUMMARY_FILE)
+    with open(summary_path) as f:
+      written = f.read()
+    again = train(tiny_config(), out)
+    self.assertTrue(again['already_finished'])
+    self.assertEqual(again['final_eval'], first['final_eval'])
+    self.assertEqual(again['privacy'], first['privacy'])
+    with open(summary_path) as f:
+      self.assertEqual(f.read(), written)   # Not rewritten.
+    with self.assertRaisesRegex(
+        ValueError, '--total_rounds=2 is below the 4 rounds'):
+      train(tiny_config(total_rounds=2), out)
+
+  def test_other_data_is_another_run(self):
+    out = os.path.join(tempfile.mkdtemp(), 'run')
+    train(tiny_config(total_rounds=1), out,
+          data_description=dict(vocab_sha256='aaa', database='/x'))
+    with self.assertRaisesRegex(ValueError,
+                                "data.vocab_sha256: 'aaa' -> 'bbb'"):
+      train(tiny_config(total_rounds=2), out,
+            data_description=dict(vocab_sha256='bbb', database='/x'))
+
+  def test_refused_model_leaves_the_directory_unclaimed(self):
+    out = os.path.join(tempfile.mkdtemp(), 'run')
+    with self.assertRaisesRegex(ValueError, 'Choose a smaller model'):
+      train(tiny_config(vocab_size=10**8), out)
+    self.assertFalse(os.path.exists(os.path.join(out,
+                                                 training.HPARAMS_FILE)))
+    self.assertEqual(train(tiny_config(total_rounds=1), out)['rounds'], 1)
+
+  def test_torn_checkpoint_falls_back_and_tensorboard_has_no_duplicates(self):
+    out = os.path.join(tempfile.mkdtemp(), 'run')
+    train(tiny_config(total_rounds=3), out)
+    newest = os.path.join(out, 'checkpoints', 'round_3.npz')
+    with open(newest, 'r+b') as f:
+      f.truncate(100)
+    messages = []
+    summary = train(tiny_config(total_rounds=4), out,
+                    print_fn=messages.append)
+    self.assertEqual(summary['rounds'], 4)
+    self.assertTrue(any('round_3.npz is unreadable' in m for m in messages))
+    self.assertTrue(any('from round 2' in m for m in messages), messages)
+    with open(os.path.join(out, training.METRICS_FILE)) as f:
+      self.assertEqual([int(r['round']) for r in csv.DictReader(f)],
+                       [1, 2, 3, 4])
+    events = _tensorboard_events(out)
+    self.assertEqual(len(events), len(set(events)))
+    self.assertEqual(sorted(s for t, s in events if t == 'train_loss'),
+                     [1, 2, 3, 4])
+    with open(os.path.join(out, training.HPARAMS_FILE)) as f:
+      provenance = json.load(f)['provenance']
+    self.assertEqual([p['resumed_from_round'] for p in provenance], [0, 2])
+    self.assertIn('tensorflow-federated', provenance[0]['packages'])
+    self.assertIn('commit', provenance[0])
+    self.assertTrue(provenance[0]['command'])
+    self.assertTrue(os.path.isfile(os.path.join(out, 'metrics.png')))
 
   def test_refuses_other_runs_directory(self):
     root = tempfile.mkdtemp()
@@ -254,7 +329,7 @@ class BinaryTest(parameterized.TestCase):
         text=True)
     deadline = time.monotonic() + 240
     for line in proc.stdout:
-      if line.startswith('round 1/'):
+      if 'round 1/500' in line:
         break
       self.assertLess(time.monotonic(), deadline)
     workers = [p for p in runtime._children(proc.pid)  # pylint: disable=protected-access
@@ -278,10 +353,10 @@ class WorkerStopTest(absltest.TestCase):
   def test_unbounded_wait_kills_a_worker_that_ignores_sigint(self):
     # TFF stops a replaced context's worker with SIGINT and wait(); one that
     # ignores SIGINT must not hang the caller.
-    previous = runtime.WORKER_STOP_TIMEOUT_SECONDS
-    runtime.WORKER_STOP_TIMEOUT_SECONDS = 1.0
+    previous = worker.WORKER_STOP_TIMEOUT_SECONDS
+    worker.WORKER_STOP_TIMEOUT_SECONDS = 1.0
     try:
-      proc = runtime._WorkerPopen([  # pylint: disable=protected-access
+      proc = worker._WorkerPopen([  # pylint: disable=protected-access
           sys.executable, '-c',
           'import signal, sys, time; '
           'signal.signal(signal.SIGINT, signal.SIG_IGN); '
@@ -295,7 +370,7 @@ class WorkerStopTest(absltest.TestCase):
       self.assertEqual(code, -signal.SIGKILL)
       proc.stdout.close()
     finally:
-      runtime.WORKER_STOP_TIMEOUT_SECONDS = previous
+      worker.WORKER_STOP_TIMEOUT_SECONDS = previous
 
 
 if __name__ == '__main__':

@@ -54,6 +54,7 @@ worst case under MaxP and MinS holding across the whole run, hence a valid
 composition of independent per-tree bounds.
 """
 
+import bisect
 import functools
 import itertools
 from typing import Dict, Iterable, List, Sequence, Tuple
@@ -83,14 +84,42 @@ def _merge(table: Dict[int, Dict[int, int]], n: int, s: int, value: int):
     row[s] = value
 
 
-def _finish(table: Dict[int, Dict[int, int]]) -> _Table:
-  return {n: _pareto(row.items()) for n, row in table.items()}
+def _finish(table: Dict[int, Dict[int, int]],
+            counts_are_free: bool = False) -> _Table:
+  fronts = {n: _pareto(row.items()) for n, row in table.items()}
+  return _drop_dominated_counts(fronts) if counts_are_free else fronts
+
+
+def _drop_dominated_counts(table: _Table) -> _Table:
+  """Drops entries another entry beats with more participations.
+
+  Valid only when the participation budget cannot bind (MaxP at least the
+  most participations the whole run can hold): then a subtree entry
+  (n, s, v) is as good as any (n', s', v') with n >= n', s <= s', v >= v' in
+  every completion, since ancestors add n^2-type bonuses increasing in n and
+  a smaller exit offset s leaves every later placement open. What remains is
+  a staircase of at most min(n range, s range) entries.
+  """
+  kept: _Table = {}
+  best: _Front = []   # Pareto front over (s, v) of entries with larger n.
+  for n in sorted(table, reverse=True):
+    survivors = []
+    for s, value in table[n]:
+      i = bisect.bisect_right(best, (s, float('inf'))) - 1
+      if i < 0 or best[i][1] < value:
+        survivors.append((s, value))
+    if survivors:
+      kept[n] = survivors
+      best = _pareto(best + survivors)
+  return kept
 
 
 class _BlockTree:
   """Tables of the block-level tree program for one (MinS, MaxP)."""
 
-  def __init__(self, min_separation: int, max_participation: int):
+  def __init__(self, min_separation: int, max_participation: int,
+               counts_are_free: bool = False):
+    self.counts_are_free = counts_are_free
     self.gap = min_separation + 1
     self.block = 1 << self.gap.bit_length()          # smallest 2^h > gap
     self.levels_below = self.block.bit_length() - 1  # h1, levels of size < B
@@ -131,7 +160,7 @@ class _BlockTree:
             bonus = n * n if is_node else 0
             for s_out, v2 in front2:
               _merge(acc, n, s_out, v1 + v2 + bonus)
-      result = _finish(acc)
+      result = _finish(acc, self.counts_are_free)
     self._memo[key] = result
     return result
 
@@ -160,7 +189,7 @@ class _BlockTree:
                    else max(0, s_mid - rest))
           value = v1 + sum(self._low_count(base + p, length) for p in placed)
           _merge(acc, n1 + k, s_out, value)
-    return _finish(acc)
+    return _finish(acc, self.counts_are_free)
 
   def _low_count(self, leaf: int, length: int) -> int:
     """Complete nodes of size < B that contain `leaf` in a tree of `length`."""
@@ -169,8 +198,9 @@ class _BlockTree:
 
 
 @functools.lru_cache(maxsize=64)
-def _block_tree(min_separation: int, max_participation: int) -> _BlockTree:
-  return _BlockTree(min_separation, max_participation)
+def _block_tree(min_separation: int, max_participation: int,
+                counts_are_free: bool) -> _BlockTree:
+  return _BlockTree(min_separation, max_participation, counts_are_free)
 
 
 def _validate(total_rounds, max_participation, min_separation):
@@ -228,9 +258,9 @@ def max_sensitivity_squared(total_rounds: int, max_participation: int,
   total_rounds, max_participation, min_separation = _validate(
       total_rounds, max_participation, min_separation)
   segments = _restart_segments(total_rounds, restart_rounds)
-  cap = min(max_participation,
-            max_possible_participation(total_rounds, min_separation))
-  program = _block_tree(min_separation, cap)
+  possible = max_possible_participation(total_rounds, min_separation)
+  cap = min(max_participation, possible)
+  program = _block_tree(min_separation, cap, cap == possible)
   # states: (participations so far, entry offset of the next tree) -> value.
   states = {(0, 0): 0}
   for length in segments:
@@ -245,12 +275,12 @@ def max_sensitivity_squared(total_rounds: int, max_participation: int,
           if next_states.get(key, -1) < v0 + v1:
             next_states[key] = v0 + v1
     # Keep only the Pareto front over s for every n.
-    pruned = {}
-    for n in {n for n, _ in next_states}:
-      for s_out, v in _pareto((s, v) for (m, s), v in next_states.items()
-                              if m == n):
-        pruned[(n, s_out)] = v
-    states = pruned
+    table: Dict[int, Dict[int, int]] = {}
+    for (n, s_out), v in next_states.items():
+      _merge(table, n, s_out, v)
+    states = {(n, s_out): v
+              for n, front in _finish(table, program.counts_are_free).items()
+              for s_out, v in front}
   return max(v for (n, _), v in states.items() if n >= 1)
 
 

@@ -81,8 +81,8 @@ def build_dp_ftrl_adaptive_factory(*, noise_multiplier: float,
     clipped_count_stddev: sigma_b; default m / 20.
     restart_warmup, restart_frequency: trees restart at rounds
       warmup + frequency i (the clip in force changes only then).
-    noise_seed: None (default) for unpredictable noise; an int fixes it
-      (tests only; a warning is logged).
+    noise_seed: None (default) for unpredictable noise from the operating
+      system's entropy; an int fixes it (tests only; a warning is logged).
   """
   sigma_b = validate_adaptive_arguments(
       noise_multiplier=noise_multiplier, clients_per_round=clients_per_round,
@@ -91,7 +91,7 @@ def build_dp_ftrl_adaptive_factory(*, noise_multiplier: float,
       clip_learning_rate=clip_learning_rate,
       clipped_count_stddev=clipped_count_stddev,
       restart_warmup=restart_warmup, restart_frequency=restart_frequency)
-  dp_ftrl.warn_if_seeded(noise_seed)
+  noise_seed = dp_ftrl.resolve_noise_seed(noise_seed)
   return tff.aggregators.DifferentiallyPrivateFactory.tree_adaptive(
       noise_multiplier=float(noise_multiplier),
       clients_per_round=float(clients_per_round),

@@ -21,6 +21,7 @@ client clips on its device, through TFF's factory.
 """
 
 import math
+import secrets
 from typing import Optional
 
 from absl import logging
@@ -29,9 +30,6 @@ import tensorflow_privacy as tfp
 
 from dpftrl_tff import checks
 from dpftrl_tff.aggregators import fused_clip
-
-AGGREGATORS = ('none', 'dp_ftrl', 'dp_ftrl_adaptive')
-
 
 def validate_dp_arguments(*, noise_multiplier, clip_norm, clients_per_round):
   """Checks DP arguments; names the flags in the errors."""
@@ -50,12 +48,23 @@ def validate_dp_arguments(*, noise_multiplier, clip_norm, clients_per_round):
   checks.check_int(clients_per_round, '--clients_per_round', minimum=1)
 
 
-def warn_if_seeded(noise_seed: Optional[int]):
-  """Logs a warning when the DP noise is made predictable."""
-  if noise_seed is not None:
-    logging.warning(
-        'noise_seed=%d fixes the DP noise: the noise is predictable, so the '
-        'run gives no privacy. Use only for tests and debugging.', noise_seed)
+def resolve_noise_seed(noise_seed: Optional[int]) -> int:
+  """The seed to build DP noise with: unpredictable unless one is given.
+
+  Unset (None), the seed is 62 bits from the operating system's entropy
+  (`secrets`); TensorFlow Privacy's own default is the start time in
+  microseconds, which an observer of the run could guess. The seed becomes
+  part of the aggregator state, so checkpoints carry it and a resumed run
+  continues the same noise sequence; it is never written elsewhere. A given
+  seed makes the noise predictable (no privacy) and logs a warning.
+  """
+  if noise_seed is None:
+    return secrets.randbits(62)
+  noise_seed = checks.check_int(noise_seed, '--noise_seed', minimum=0)
+  logging.warning(
+      '--noise_seed=%d fixes the DP noise: the noise is predictable, so the '
+      'run gives no privacy. Use only for tests and debugging.', noise_seed)
+  return noise_seed
 
 
 def build_dp_ftrl_factory(*, noise_multiplier: float, clients_per_round: int,
@@ -69,15 +78,16 @@ def build_dp_ftrl_factory(*, noise_multiplier: float, clients_per_round: int,
     clients_per_round: m, the report goal; the noisy sum is divided by m.
     clip_norm: C > 0, the l2 clip of every client update.
     record_specs: tf.TensorSpec structure of one update.
-    noise_seed: None (default) draws an unpredictable seed; an int fixes the
-      noise (for tests and reproducibility only; a warning is logged).
+    noise_seed: None (default) draws an unpredictable seed from the
+      operating system (`resolve_noise_seed`); an int fixes the noise (for
+      tests and debugging only; a warning is logged).
     record_aggregation_factory: inner sum factory for the clipped records
       (e.g. a SecAgg discretization factory); default plain sum.
   """
   validate_dp_arguments(noise_multiplier=noise_multiplier,
                         clip_norm=clip_norm,
                         clients_per_round=clients_per_round)
-  warn_if_seeded(noise_seed)
+  noise_seed = resolve_noise_seed(noise_seed)
   if record_aggregation_factory is not None:
     return tff.aggregators.DifferentiallyPrivateFactory.tree_aggregation(
         noise_multiplier=float(noise_multiplier),

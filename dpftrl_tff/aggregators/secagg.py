@@ -45,6 +45,7 @@ C_inflated (accounting/secagg.py); DP-FTRL must calibrate its noise to it
 """
 
 import math
+import secrets
 from typing import Optional
 
 import numpy as np
@@ -267,6 +268,36 @@ def _shifted_top(top_abs, ok, params: SecAggParams):
   return tf.cast(top, tf.int64)
 
 
+def client_rounding_seed(flat: tf.Tensor, signs: tf.Tensor, seed: tf.Tensor,
+                         fresh_entropy: bool) -> tf.Tensor:
+  """A client's own seed for its stochastic rounding in this round.
+
+  Every client must round with independent randomness: with shared
+  uniforms the rounding errors of clients with similar updates add up like
+  n instead of sqrt(n). The client knows nothing that identifies it, so the
+  seed folds into the round's seed (a) a fingerprint of the client's own
+  update (the bits of its norm and of its dot product with the round's
+  signs: distinct for distinct updates, also when their norms are equal, as
+  they are for every clipped client) and (b) with `fresh_entropy`, a draw
+  from TensorFlow's unseeded generator (seeded from the operating system),
+  so equal updates round independently too. Without fresh entropy (a fixed
+  --noise_seed) the rounding is reproducible.
+  """
+  norm_bits = tf.bitcast(tf.norm(flat), tf.int32)
+  padded = tf.pad(flat, [[0, tf.shape(signs)[0] - tf.shape(flat)[0]]])
+  dot_bits = tf.bitcast(tf.tensordot(padded, signs, 1), tf.int32)
+  client_seed = tf.random.experimental.stateless_fold_in(
+      tf.random.experimental.stateless_fold_in(
+          tf.random.experimental.stateless_fold_in(seed, 7919), norm_bits),
+      dot_bits)
+  if fresh_entropy:
+    entropy = tf.random.uniform([], minval=0, maxval=2**31 - 1,
+                                dtype=tf.int32)
+    client_seed = tf.random.experimental.stateless_fold_in(client_seed,
+                                                           entropy)
+  return client_seed
+
+
 def decode(modular_sum: tf.Tensor, num_clients: tf.Tensor, signs: tf.Tensor,
            params: SecAggParams) -> tf.Tensor:
   """Server: unshift (n C_inf), unscale, unrotate, unpad."""
@@ -362,11 +393,12 @@ class SecAggDiscretizationFactory(tff.aggregators.UnweightedAggregationFactory):
                for p, s in zip(parts, flat_specs)]
       return tf.nest.pack_sequence_as(specs, parts)
 
+    key_seed = (fixed_seed if fixed_seed is not None
+                else secrets.randbits(62))
+
     @tff.tensorflow.computation
     def init_key():
-      if fixed_seed is not None:
-        return tf.constant([fixed_seed, 0], tf.int64)
-      return tf.random.uniform([2], minval=0, maxval=2**62, dtype=tf.int64)
+      return tf.constant([key_seed, 0], tf.int64)
 
     @tff.federated_computation
     def init_fn():
@@ -384,12 +416,8 @@ class SecAggDiscretizationFactory(tff.aggregators.UnweightedAggregationFactory):
 
     def encode_client(value, signs, seed):
       flat = flatten(value)
-      # Independent rounding randomness per client: fold in a fingerprint of
-      # the client's own update (deterministic, so resumed runs repeat).
-      fingerprint = tf.cast(tf.math.floormod(
-          tf.norm(flat) * 1e6, 2.0**30), tf.int32)
-      client_seed = tf.random.experimental.stateless_fold_in(
-          tf.random.experimental.stateless_fold_in(seed, 7919), fingerprint)
+      client_seed = client_rounding_seed(flat, signs, seed,
+                                         fresh_entropy=fixed_seed is None)
       encoded, retries, ok, top = encode(flat, signs, client_seed, params,
                                          max_retries)
       # top >= max_j u_ij: sum_i top_i bounds every coordinate's integer

@@ -1,0 +1,196 @@
+"""The hyperparameters of a training run, each declared once.
+
+`TrainConfig` is the single declaration of every training setting: its
+default, its help text (written into the binary's --help and the README flag
+table) and whether it may change when a run is resumed. Binaries define their
+absl flags from it (`define_flags`) and read them back (`from_flags`), so a
+new setting is one field here. Library code takes a `TrainConfig`; only
+binaries know flags.
+"""
+
+import dataclasses
+import math
+from typing import Any, Dict, Optional
+
+from dpftrl_tff import checks
+
+
+def _field(default, help_text: str, *, resumable: bool = False,
+           flag_type=None):
+  """A config field with its help text (and whether resume may change it)."""
+  return dataclasses.field(
+      default=default, metadata=dict(help=help_text, resumable=resumable,
+                                     flag_type=flag_type))
+
+
+@dataclasses.dataclass
+class TrainConfig:
+  """Everything that defines a training run (written to hparams.json)."""
+  total_rounds: int = _field(
+      100, 'Number of training rounds T (may be raised to extend a run, '
+      'never lowered below the rounds already run).', resumable=True)
+  clients_per_round: int = _field(
+      100, 'Clients per round: the report goal m (DP-FTRL divides the noisy '
+      'sum by it).')
+  client_lr: float = _field(0.5, 'Client SGD learning rate eta_c.')
+  server_lr: float = _field(1.0, 'Server learning rate eta_s.')
+  server_momentum: float = _field(0.9, 'Server momentum beta.')
+  client_batch_size: int = _field(16, 'Client batch size.')
+  client_epochs_per_round: int = _field(1, 'Local epochs per round.')
+  max_elements_per_client: int = _field(
+      256, 'Sentences used per client and round (after shuffling).')
+  shuffle_buffer_size: int = _field(
+      1000, 'Each round every client shuffles its examples with a buffer '
+      'of this size, seeded by (seed, round, client), before taking '
+      '--max_elements_per_client; 0 or 1: no shuffling.')
+  sequence_length: int = _field(20, 'Words per sentence (then BOS/EOS).')
+  vocab_size: int = _field(
+      10000, 'Vocabulary words V (ids add pad, OOV, BOS, EOS).')
+  latent_size: int = _field(670, 'CIFG units.')
+  embedding_size: int = _field(96, 'Embedding and projection size.')
+  shared_embedding: bool = _field(False,
+                                  'Tie input and output embeddings.')
+  aggregator: str = _field(
+      'dp_ftrl', 'Model-update aggregation (see '
+      'dpftrl_tff.aggregators.registry): none (plain FedAvg mean), dp_ftrl '
+      '(fixed clip, tree noise) or dp_ftrl_adaptive (Algorithm 1).',
+      flag_type='enum')
+  noise_multiplier: float = _field(
+      0.0, 'Noise multiplier z: tree node noise std z * C (adaptive: the '
+      'equivalent z of Theorem 1).')
+  clip_norm: float = _field(1.0, 'l2 clip norm C of client updates (fixed '
+                            'clip, and SecAgg).')
+  noise_seed: Optional[int] = _field(
+      None, 'Fixes the DP noise (tests and debugging only: no privacy; '
+      'warns). Unset: drawn from the operating system\'s entropy.')
+  initial_clip_norm: float = _field(0.1,
+                                    'dp_ftrl_adaptive: initial clip C^0.')
+  target_unclipped_quantile: float = _field(
+      0.5, 'dp_ftrl_adaptive: target quantile gamma of unclipped updates.')
+  clip_learning_rate: float = _field(
+      0.2, 'dp_ftrl_adaptive: clip learning rate eta_gamma.')
+  clipped_count_stddev: Optional[float] = _field(
+      None, 'dp_ftrl_adaptive: noise std sigma_b of the clipped counts; '
+      'unset: clients_per_round / 20.')
+  restart_warmup: int = _field(
+      128, 'dp_ftrl_adaptive: first tree restart (new clip in force) at '
+      'this round.')
+  restart_frequency: int = _field(
+      1024, 'dp_ftrl_adaptive: then a restart every this many rounds.')
+  secagg: bool = _field(
+      False, 'SecAgg-style discretization of client updates (Algorithm 2), '
+      'with aggregator none or dp_ftrl; DP noise is calibrated to '
+      'C_inflated.')
+  secagg_scale: float = _field(1024.0, 'SecAgg scale s.')
+  secagg_debug: bool = _field(
+      False, 'Also record the l2 distance between the decoded and the true '
+      'clipped sum (simulation only).')
+  seed: Optional[int] = _field(
+      None, 'Seed of model init, client sampling and client shuffling. '
+      'Unset: random, recorded in hparams.json.')
+  rounds_per_eval: int = _field(10, 'Evaluate every this many rounds.',
+                                resumable=True)
+  num_eval_examples: int = _field(
+      10000, 'Sentences of the held-out split used for evaluation.',
+      resumable=True)
+  rounds_per_checkpoint: int = _field(
+      10, 'Checkpoint every this many rounds.', resumable=True)
+  debug_measurements: bool = _field(
+      True, 'Record client update norm statistics (simulation '
+      'diagnostics).')
+
+  def adaptive_arguments(self) -> Dict[str, Any]:
+    """Algorithm 1's arguments, as the adaptive factory takes them."""
+    return dict(initial_clip_norm=self.initial_clip_norm,
+                target_unclipped_quantile=self.target_unclipped_quantile,
+                clip_learning_rate=self.clip_learning_rate,
+                clipped_count_stddev=self.clipped_count_stddev,
+                restart_warmup=self.restart_warmup,
+                restart_frequency=self.restart_frequency)
+
+  def validate(self, num_train_clients: Optional[int] = None):
+    """Raises ValueError naming the flag for any bad value."""
+    from dpftrl_tff.aggregators import registry  # pylint: disable=g-import-not-at-top
+    checks.check_int(self.total_rounds, '--total_rounds', minimum=1)
+    checks.check_int(self.clients_per_round, '--clients_per_round', minimum=1)
+    if num_train_clients is not None and (self.clients_per_round >
+                                          num_train_clients):
+      raise ValueError(
+          f'--clients_per_round={self.clients_per_round} is larger than the '
+          f'{num_train_clients} clients of the training split.')
+    for name in ('client_lr', 'server_lr'):
+      checks.check_float(getattr(self, name), f'--{name}', minimum=0,
+                         strict_minimum=True)
+    checks.check_float(self.server_momentum, '--server_momentum', minimum=0,
+                       maximum=1, strict_maximum=True)
+    for name in ('client_batch_size', 'client_epochs_per_round',
+                 'max_elements_per_client', 'sequence_length', 'vocab_size',
+                 'latent_size', 'embedding_size', 'rounds_per_eval',
+                 'num_eval_examples', 'rounds_per_checkpoint'):
+      checks.check_int(getattr(self, name), f'--{name}', minimum=1)
+    checks.check_int(self.shuffle_buffer_size, '--shuffle_buffer_size',
+                     minimum=0)
+    if self.noise_seed is not None:
+      checks.check_int(self.noise_seed, '--noise_seed', minimum=0)
+    if self.seed is not None:
+      checks.check_int(self.seed, '--seed', minimum=0)
+    registry.get(self.aggregator).validate(self)
+
+
+def resumable_fields():
+  """Names of the settings a resumed run may change."""
+  return tuple(f.name for f in dataclasses.fields(TrainConfig)
+               if f.metadata.get('resumable'))
+
+
+def define_flags(flags_module, config_class=TrainConfig, *,
+                 enum_values: Optional[Dict[str, Any]] = None):
+  """Defines one absl flag per config field; returns {name: FlagHolder}."""
+  enum_values = enum_values or {}
+  holders = {}
+  for field in dataclasses.fields(config_class):
+    help_text = field.metadata.get('help', field.name)
+    default = field.default
+    kind = field.metadata.get('flag_type')
+    if kind == 'enum':
+      holders[field.name] = flags_module.DEFINE_enum(
+          field.name, default, list(enum_values[field.name]), help_text)
+    elif field.type in (bool, 'bool'):
+      holders[field.name] = flags_module.DEFINE_bool(field.name, default,
+                                                     help_text)
+    elif field.type in (int, 'int', Optional[int], 'Optional[int]'):
+      holders[field.name] = flags_module.DEFINE_integer(field.name, default,
+                                                        help_text)
+    elif field.type in (float, 'float', Optional[float], 'Optional[float]'):
+      holders[field.name] = flags_module.DEFINE_float(field.name, default,
+                                                      help_text)
+    else:
+      holders[field.name] = flags_module.DEFINE_string(field.name, default,
+                                                       help_text)
+  return holders
+
+
+def from_flags(holders, config_class=TrainConfig):
+  """The config built from the holders `define_flags` returned."""
+  values = {name: holder.value for name, holder in holders.items()}
+  return config_class(**values)
+
+
+def estimate_memory_bytes(config: TrainConfig) -> int:
+  """A rough upper estimate of a run's peak memory, before building anything.
+
+  Model-size copies: the server model, momentum, the clients' models,
+  gradients and deltas being summed, TFF's serialized state and, for
+  DP-FTRL, one tree node per level (log2 T + 2); plus the logits of a
+  training batch (forward and backward) and of an evaluation batch.
+  """
+  from dpftrl_tff import models  # pylint: disable=g-import-not-at-top
+  params = models.count_parameters(
+      config.vocab_size, latent_size=config.latent_size,
+      embedding_size=config.embedding_size,
+      shared_embedding=config.shared_embedding)
+  copies = 16 + math.log2(max(2, config.total_rounds)) + 2
+  num_ids = models.extended_vocab_size(config.vocab_size)
+  logits = config.sequence_length * num_ids * (
+      6 * config.client_batch_size + 2 * 256)
+  return int(4 * (params * copies + logits))

@@ -1,0 +1,88 @@
+"""What a binary prints: one-line errors and warnings, quiet libraries.
+
+By default a binary's console shows only its own lines: TensorFlow's C++
+logs (including the 'E' lines about CUDA plugins on a machine without a GPU)
+are off (`runtime.install` sets TF_CPP_MIN_LOG_LEVEL=3 unless set), and
+absl, TensorFlow and TFF Python logs and warnings below ERROR are dropped.
+absl's `--verbosity=1` (or `-v 1`) shows them all again.
+"""
+
+import errno
+import os
+import sys
+import warnings
+from typing import Any, Dict
+
+from absl import flags
+from absl import logging
+
+
+def warn(message: str):
+  print(f'warning: {message}', file=sys.stderr, flush=True)
+
+
+def error(message: str):
+  print(f'error: {message}', file=sys.stderr, flush=True)
+
+
+def verbose() -> bool:
+  try:
+    return flags.FLAGS['verbosity'].value >= 1
+  except (KeyError, flags.UnparsedFlagAccessError):
+    return False
+
+
+def quiet_libraries():
+  """Drops library logs and warnings below ERROR unless --verbosity >= 1."""
+  if verbose():
+    os.environ['TF_CPP_MIN_LOG_LEVEL'] = '0'
+    return
+  logging.set_verbosity(logging.ERROR)
+  warnings.filterwarnings('ignore')
+  try:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf.get_logger().setLevel('ERROR')
+    tf.autograph.set_verbosity(0)
+  except ImportError:
+    pass
+
+
+def describe_os_error(e: OSError) -> str:
+  """One line for a failed file operation (unwritable output, full disk)."""
+  where = f' {e.filename}' if getattr(e, 'filename', None) else ''
+  reason = e.strerror or str(e)
+  hint = ''
+  if e.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
+    hint = ' (choose a writable --root_output_dir)'
+  elif e.errno == errno.ENOSPC:
+    hint = ' (free some disk space)'
+  return f'cannot use{where}: {reason}{hint}.'
+
+
+def summary_text(summary: Dict[str, Any]) -> str:
+  """The final lines of a training run: accuracy and privacy spent."""
+  lines = []
+  if summary.get('already_finished'):
+    lines.append('(Already finished: the result of the earlier run.)')
+  final = summary.get('final_eval')
+  if final:
+    lines.append(
+        f'Final eval in-vocab accuracy: {final["in_vocab_accuracy"]:.4f} '
+        f'(loss {final["loss"]:.4f}) after {summary["rounds"]} rounds; '
+        f'unigram baseline (always the most frequent word) '
+        f'{summary["unigram_baseline_accuracy"]:.4f}')
+  privacy = summary.get('privacy')
+  if privacy is None:
+    lines.append('Privacy: none (--aggregator=none or --noise_multiplier=0).')
+  else:
+    min_sep = privacy['observed_min_separation']
+    min_sep_text = (str(min_sep) if min_sep >= 0 else
+                    'none: no client took part twice')
+    lines.append(
+        f'Privacy spent: rho-zCDP {privacy["zcdp"]:.4g}, epsilon '
+        f'{privacy["epsilon"]:.3f} at delta {privacy["delta"]:g} '
+        f'(z={privacy["noise_multiplier"]:g}, T={privacy["rounds"]}, '
+        f'{len(privacy["restart_rounds"])} tree restarts, observed '
+        f'MaxP={privacy["observed_max_participation"]}, '
+        f'MinS={min_sep_text})')
+  return '\n'.join(lines)

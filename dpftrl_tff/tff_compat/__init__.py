@@ -1,0 +1,53 @@
+"""Workarounds for TensorFlow Federated 0.87, installed explicitly.
+
+Importing dpftrl_tff changes no global state. A binary's `main` (and the
+test suite) calls `install()`, which applies, for the supported TFF version
+only:
+
+  worker               TFF's C++ worker dies with its parent (PR_SET_PDEATHSIG)
+                       and a worker that ignores SIGINT is killed after 10 s
+                       (`worker.py`); switch: DPFTRL_TFF_WORKER_PATCH=0.
+  fast_serialization   struct and federated values sent to the worker are
+                       encoded without TFF's per-level copies
+                       (`fast_serialization.py`, byte-identical);
+                       switch: DPFTRL_TFF_FAST_SERIALIZATION=0.
+
+`resident.ResidentProcess` (the server state kept in the worker between
+rounds) and the execution context choice (`training.prepare_execution`: TFF's
+test context for SecAgg's secure sums) are used explicitly, not patched in.
+
+On another TFF version `install()` applies nothing and logs which version it
+supports: the patches reach into TFF internals that change between versions.
+"""
+
+import os
+from typing import Dict
+
+from absl import logging
+
+SUPPORTED_TFF_VERSION = '0.87.0'
+WORKER_SWITCH = 'DPFTRL_TFF_WORKER_PATCH'
+
+
+def _enabled(switch: str) -> bool:
+  return os.environ.get(switch, '1') != '0'
+
+
+def install() -> Dict[str, bool]:
+  """Applies the workarounds (idempotent); returns which are active."""
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff.tff_compat import fast_serialization  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff.tff_compat import worker  # pylint: disable=g-import-not-at-top
+  if tff.__version__ != SUPPORTED_TFF_VERSION:
+    logging.warning(
+        'dpftrl_tff.tff_compat supports tensorflow-federated %s, found %s: '
+        'its patches are not applied (runs are slower, and a killed run may '
+        'leave a TFF worker_binary behind).', SUPPORTED_TFF_VERSION,
+        tff.__version__)
+    return dict(worker=False, fast_serialization=False)
+  active = dict(worker=False, fast_serialization=False)
+  if _enabled(WORKER_SWITCH):
+    active['worker'] = worker.patch_worker_launch()
+  active['fast_serialization'] = fast_serialization.install()
+  return active
+

@@ -1,0 +1,72 @@
+"""TFF 0.87 worker launch: the kernel kills a worker whose parent dies.
+
+TFF starts its C++ `worker_binary` with `subprocess.Popen` from
+`executor_factory`; a worker left behind by a parent killed with SIGKILL (or
+SIGTERM during a long C++ call) holds its parent's pipes open for ever.
+`patch_worker_launch` makes TFF start its workers with PR_SET_PDEATHSIG =
+SIGKILL, and bounds TFF's unbounded wait for a stopping worker.
+"""
+
+import signal
+import subprocess
+import types
+
+from absl import logging
+
+from dpftrl_tff import runtime
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():  # Runs in the forked child, before exec.
+  libc = runtime._load_libc()  # pylint: disable=protected-access
+  if libc:
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+# How long an unbounded wait() on a worker lasts before SIGKILL.
+WORKER_STOP_TIMEOUT_SECONDS = 10.0
+
+
+class _WorkerPopen(subprocess.Popen):
+  """Popen for TFF's worker: the kernel kills it when its parent dies.
+
+  TFF stops a worker (when its execution context is replaced) with SIGINT
+  and an unbounded `wait()`; a worker that does not exit on SIGINT (seen in
+  the test suite after a context switch) hung the caller for ever. An
+  unbounded wait here lasts WORKER_STOP_TIMEOUT_SECONDS, then the worker is
+  killed.
+  """
+
+  def __init__(self, *args, **kwargs):
+    kwargs.setdefault('preexec_fn', _die_with_parent)
+    super().__init__(*args, **kwargs)
+
+  def wait(self, timeout=None):
+    if timeout is not None:
+      return super().wait(timeout)
+    try:
+      return super().wait(WORKER_STOP_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+      logging.warning('TFF worker %d did not stop within %.0f s; killing it.',
+                      self.pid, WORKER_STOP_TIMEOUT_SECONDS)
+      self.kill()
+      return super().wait()
+
+
+def patch_worker_launch() -> bool:
+  """Starts TFF's workers with PR_SET_PDEATHSIG = SIGKILL (idempotent).
+
+  TFF launches the worker from the execution context's event-loop thread,
+  which lives as long as the context; the death signal fires when that
+  thread ends (the context is gone) or the process dies, however it dies.
+  Workers already running are not affected. Returns True when patched.
+  """
+  from tensorflow_federated.python.core.impl.executor_stacks import executor_factory  # pylint: disable=g-import-not-at-top
+  if not runtime._load_libc():  # pylint: disable=protected-access
+    return False
+  if getattr(executor_factory.subprocess, 'Popen', None) is not _WorkerPopen:
+    shim = types.SimpleNamespace(**vars(subprocess))
+    shim.Popen = _WorkerPopen
+    executor_factory.subprocess = shim
+  return True
