@@ -221,6 +221,51 @@ class FactoryTest(parameterized.TestCase):
     self.assertLess(errors[2], errors[1])
     self.assertLess(errors[1], errors[0])
 
+  @parameterized.named_parameters(('fresh_entropy', None), ('fixed_seed', 3))
+  def test_equal_norm_clients_round_independently(self, seed):
+    # Inside DP-FTRL every update arrives clipped on the device, so all
+    # norms equal C (as here) for every clipped client. Independent rounding
+    # errors (variance f(1 - f) <= 1/4 per coordinate and client) add up
+    # like sqrt(n): E||error||^2 <= n d' / (4 s^2). Shared uniforms (the
+    # rounding seeded by the norm alone) made them add up like n.
+    n, dim, scale, rounds = 16, 256, 8.0, 10
+    rng = np.random.default_rng(5)
+    values = []
+    for _ in range(n):
+      v = rng.normal(size=dim).astype(np.float32)
+      values.append((v / np.linalg.norm(v)).astype(np.float32))
+    factory = secagg.SecAggDiscretizationFactory(
+        clip_norm=1.0, scale=scale, report_goal=n, debug=True, seed=seed)
+    process = factory.create(_value_type(dim))
+    state = process.initialize()
+    squared = []
+    for _ in range(rounds):
+      out = process.next(state, [{'w': v} for v in values])
+      state = out.state
+      squared.append(float(out.measurements['decode_error_l2'])**2)
+    bound = n * dim / (4 * scale**2)
+    self.assertLess(np.mean(squared), 1.2 * bound)
+    # Fully correlated rounding would be about n times larger.
+    self.assertGreater(np.mean(squared), 0.2 * bound)
+
+  def test_equal_updates_round_independently_by_default(self):
+    dim, scale = 256, 8.0
+    value = 10.0 * np.random.default_rng(1).normal(size=dim).astype(
+        np.float32)
+    process = secagg.SecAggDiscretizationFactory(
+        clip_norm=1.0, scale=scale, report_goal=2,
+        debug=True).create(_value_type(dim))
+    out = process.next(process.initialize(), [{'w': value}] * 2)
+    # Identical rounding would give an error of exactly twice a client's;
+    # independent rounding an error whose squared norm is about the sum.
+    error = float(out.measurements['decode_error_l2'])
+    single = secagg.SecAggDiscretizationFactory(
+        clip_norm=1.0, scale=scale, report_goal=1,
+        debug=True).create(_value_type(dim))
+    one = float(single.next(single.initialize(),
+                            [{'w': value}]).measurements['decode_error_l2'])
+    self.assertLess(error, 1.8 * one)
+
   @parameterized.named_parameters(('exact_count', True),
                                   ('bound_only', False))
   def test_no_wraparound_with_m_clients_at_the_extreme(self, debug):
