@@ -79,6 +79,13 @@ def parse_restart_rounds(text, rounds):
     except ValueError:
       raise ValueError(f'--restart_rounds={text!r}: WARMUP and FREQUENCY '
                        'must be integers.') from None
+    if warmup < 1 or frequency < 1:
+      raise ValueError(f'--restart_rounds={text!r}: WARMUP and FREQUENCY '
+                       f'must be >= 1.')
+    if warmup >= rounds:
+      raise ValueError(f'--restart_rounds={text!r}: the first restart '
+                       f'(round {warmup}) is not before --rounds={rounds}, '
+                       f'so there would be none.')
     return accounting.paper_restart_rounds(rounds, warmup=warmup,
                                            frequency=frequency)
   try:
@@ -87,9 +94,10 @@ def parse_restart_rounds(text, rounds):
     raise ValueError(
         f'--restart_rounds={text!r}: expected comma-separated integers, '
         '"paper" or "periodic:WARMUP:FREQUENCY".') from None
-  bad = [v for v in values if v < 1]
+  bad = [v for v in values if v < 1 or v >= rounds]
   if bad:
-    raise ValueError(f'--restart_rounds: rounds must be >= 1, got {bad}.')
+    raise ValueError(f'--restart_rounds: a restart starts a new tree at a '
+                     f'round r with 1 <= r < --rounds={rounds}; got {bad}.')
   return values
 
 
@@ -103,6 +111,19 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
                       ('noise_multiplier', noise_multiplier)):
     if value is None:
       raise ValueError(f'--{name} is required.')
+  if rounds < 1:
+    raise ValueError(f'--rounds must be an integer >= 1, got {rounds}.')
+  if not noise_multiplier > 0 or noise_multiplier == float('inf'):
+    raise ValueError(f'--noise_multiplier must be a finite number > 0, got '
+                     f'{noise_multiplier}.')
+  if max_participation is not None and max_participation < 1:
+    raise ValueError(f'--max_participation must be an integer >= 1, got '
+                     f'{max_participation}.')
+  if min_separation is not None and min_separation < 0:
+    raise ValueError(f'--min_separation must be an integer >= 0, got '
+                     f'{min_separation}.')
+  if not 0 < delta < 1:
+    raise ValueError(f'--delta must be in (0, 1), got {delta}.')
   max_min_sep = None
   if population is not None or report_goal is not None:
     if report_goal is None and population is not None:
@@ -127,8 +148,6 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
                          'or --report_goal (default report_goal / 20).')
       clipped_count_stddev = accounting.default_clipped_count_stddev(
           report_goal)
-  if rounds is not None and rounds < 1:
-    raise ValueError(f'--rounds must be >= 1, got {rounds}.')
   restarts = parse_restart_rounds(restart_rounds, rounds)
   report = accounting.compute_privacy(
       rounds=rounds, noise_multiplier=noise_multiplier,
@@ -137,6 +156,9 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
       clipped_count_stddev=clipped_count_stddev, secagg_scale=secagg_scale,
       model_dim=model_dim, clip_norm=clip_norm).as_dict()
   report['restart_rounds'] = list(report['restart_rounds'])
+  report['requested_max_participation'] = max_participation
+  possible = accounting.max_possible_participation(rounds, min_separation)
+  report['max_possible_participation'] = possible
   report['max_reachable_min_separation'] = max_min_sep
   report['population'] = population
   report['report_goal'] = report_goal
@@ -150,13 +172,25 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   return report
 
 
+def _maxp_note(r):
+  requested = r['requested_max_participation']
+  if requested is None:
+    return ' (the worst case for T and MinS)'
+  if requested > r['max_participation']:
+    return (f' (--max_participation={requested} cannot happen: at most '
+            f'{r["max_participation"]} participations fit in {r["rounds"]} '
+            f'rounds {r["min_separation"]} apart)')
+  return ''
+
+
 def format_report(r):
   lines = [
       'DP-FTRL privacy',
       f'  rounds T                : {r["rounds"]}',
       f'  noise multiplier z      : {r["noise_multiplier"]:g}',
       f'  min separation MinS     : {r["min_separation"]}',
-      f'  max participation MaxP  : {r["max_participation"]}',
+      f'  max participation MaxP  : {r["max_participation"]}'
+      + _maxp_note(r),
   ]
   if r['population'] is not None:
     lines.append(f'  population / report goal: {r["population"]} / '
@@ -203,10 +237,7 @@ def main(argv):
         secagg_scale=_SECAGG_SCALE.value, model_dim=_MODEL_DIM.value,
         clip_norm=_CLIP.value)
   except ValueError as e:
-    message = str(e)
-    if not message.startswith('--'):
-      message = '--' + message
-    print(f'error: {message}', file=sys.stderr)
+    print(f'error: {e}', file=sys.stderr)
     return 2
   if _JSON.value:
     print(json.dumps(report, sort_keys=True))

@@ -55,12 +55,35 @@ class PrivacyAccountantTest(parameterized.TestCase):
                       '--clipped_count_stddev=1'], 'clipped_count_stddev'),
       ('partial_secagg', ['--rounds=10', '--noise_multiplier=1',
                           '--secagg_scale=10'], 'secagg_scale'),
+      ('restart_beyond_rounds', ['--rounds=100', '--noise_multiplier=1',
+                                 '--restart_rounds=500'],
+       '--restart_rounds: a restart'),
+      ('periodic_beyond_rounds', ['--rounds=100', '--noise_multiplier=1',
+                                  '--restart_rounds=periodic:200:10'],
+       "--restart_rounds='periodic:200:10'"),
+      ('negative_min_sep', ['--rounds=100', '--noise_multiplier=1',
+                            '--min_separation=-2'], '--min_separation'),
   )
   def test_bad_input_names_the_flag(self, args, flag):
     proc = _run('experiments.privacy_accountant', *args)
     self.assertNotEqual(proc.returncode, 0)
     self.assertIn(flag, proc.stderr)
     self.assertNotIn('Traceback', proc.stderr)
+    self.assertNotIn('restart_warmup', proc.stderr)   # Not this binary's.
+    self.assertNotRegex(proc.stderr, r'error: --[A-Z]')   # No stray --.
+
+  def test_impossible_max_participation_reports_the_effective_one(self):
+    proc = _run('experiments.privacy_accountant', '--rounds=100',
+                '--noise_multiplier=1', '--max_participation=50',
+                '--min_separation=10', '--json')
+    self.assertEqual(proc.returncode, 0, proc.stderr)
+    report = json.loads(proc.stdout)
+    self.assertEqual(report['max_participation'], 10)   # floor(99/11) + 1
+    self.assertEqual(report['requested_max_participation'], 50)
+    text = _run('experiments.privacy_accountant', '--rounds=100',
+                '--noise_multiplier=1', '--max_participation=50',
+                '--min_separation=10').stdout
+    self.assertIn('--max_participation=50 cannot happen', text)
 
 
 class ReproduceTest(absltest.TestCase):

@@ -36,6 +36,31 @@ class BruteForceTest(parameterized.TestCase):
             tree.brute_force_sensitivity_squared(rounds, max_p, min_sep,
                                                  restarts))
 
+  def test_budget_that_cannot_bind(self):
+    # MaxP at least the participations that fit: the program drops the
+    # participation count where it cannot matter (the fast path).
+    for rounds, min_sep in itertools.product(range(1, 17), range(0, 5)):
+      possible = tree.max_possible_participation(rounds, min_sep)
+      with self.subTest(rounds=rounds, min_sep=min_sep):
+        self.assertEqual(
+            tree.max_sensitivity_squared(rounds, possible + 3, min_sep),
+            tree.brute_force_sensitivity_squared(rounds, possible, min_sep))
+
+  def test_fast_path_equals_the_full_program(self):
+    rng = random.Random(11)
+    for _ in range(60):
+      rounds = rng.randint(2, 400)
+      min_sep = rng.randint(0, 12)
+      possible = tree.max_possible_participation(rounds, min_sep)
+      restarts = sorted(rng.sample(range(1, rounds),
+                                   rng.randint(0, min(3, rounds - 1))))
+      with self.subTest(rounds=rounds, min_sep=min_sep, restarts=restarts):
+        self.assertEqual(
+            tree.max_sensitivity_squared(rounds, possible, min_sep,
+                                         restarts),
+            tree.max_sensitivity_squared(rounds, possible, min_sep,
+                                         restarts, _fast_path=False))
+
   def test_restarts_never_exceed_independent_trees(self):
     # Composition of per-tree worst cases is a looser valid bound.
     for rounds, min_sep, max_p in [(300, 20, 6), (1000, 37, 9)]:

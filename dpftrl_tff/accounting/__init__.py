@@ -7,6 +7,7 @@ Public API:
   value_noise_multiplier, equivalent_noise_multiplier (adaptive.py, Thm. 1)
   inflated_clip_norm, linf_bound, modulus, bits_per_parameter (secagg.py)
   max_min_separation, worst_case_max_participation (population.py)
+  max_possible_participation                      (tree.py)
   compute_privacy (this file: everything for one configuration)
 """
 
@@ -77,7 +78,9 @@ def compute_privacy(*, rounds: int, noise_multiplier: float,
     noise_multiplier: z, the noise multiplier the run is accounted with. With
       adaptive clipping this is the equivalent z of Theorem 1 (the value
       noise z_Delta is reported beside it).
-    max_participation: MaxP; None means the worst case for T and MinS.
+    max_participation: MaxP; None means the worst case for T and MinS. The
+      report holds the effective MaxP, at most the participations that fit
+      in T rounds MinS apart.
     min_separation: MinS.
     restart_rounds: first rounds of new trees; empty for one tree.
     delta: for (epsilon, delta).
@@ -95,6 +98,9 @@ def compute_privacy(*, rounds: int, noise_multiplier: float,
     max_participation = max_possible_participation(rounds, min_separation)
   max_participation = checks.check_int(max_participation,
                                        'max_participation', minimum=1)
+  # The effective MaxP: no pattern has more participations than fit.
+  max_participation = min(max_participation,
+                          max_possible_participation(rounds, min_separation))
   value_noise = None
   if clipped_count_stddev is not None:
     value_noise = value_noise_multiplier(z, clipped_count_stddev)

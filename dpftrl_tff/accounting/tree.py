@@ -240,7 +240,8 @@ def _restart_segments(total_rounds: int,
 
 def max_sensitivity_squared(total_rounds: int, max_participation: int,
                             min_separation: int,
-                            restart_rounds: Sequence[int] = ()) -> int:
+                            restart_rounds: Sequence[int] = (),
+                            _fast_path: bool = True) -> int:
   """Worst-case sum over tree nodes of squared participation counts.
 
   Args:
@@ -254,13 +255,20 @@ def max_sensitivity_squared(total_rounds: int, max_participation: int,
   Returns:
     max over admissible patterns of sum_v c_v^2, an integer. The squared l2
     sensitivity of all the tree nodes is this times C^2.
+
+  When MaxP is at least the participations that fit (the default worst
+  case), the count cannot bind and the program keeps only entries no other
+  beats with more participations (`_drop_dominated_counts`): any T up to
+  10^5 in milliseconds. A binding MaxP keeps every count: its cost grows
+  like min(MaxP, T / (MinS + 1))^2 (docs/algorithms.md has timings).
   """
   total_rounds, max_participation, min_separation = _validate(
       total_rounds, max_participation, min_separation)
   segments = _restart_segments(total_rounds, restart_rounds)
   possible = max_possible_participation(total_rounds, min_separation)
   cap = min(max_participation, possible)
-  program = _block_tree(min_separation, cap, cap == possible)
+  program = _block_tree(min_separation, cap,
+                        _fast_path and cap == possible)
   # states: (participations so far, entry offset of the next tree) -> value.
   states = {(0, 0): 0}
   for length in segments:
