@@ -272,7 +272,8 @@ def _run_case(case, clients, rounds):
     # TFF's worker builds their datasets (so the timing includes that), and
     # the server state stays in TFF's worker.
     process = training.taking_client_ids(process, train_data, preprocess)
-    cohorts = cohort_ids
+    cohorts = [[data.client_round_key(0, c) for c in ids]
+               for ids in cohort_ids]
     kept = resident.ResidentProcess(process)
 
     def run_round(cohort):

@@ -143,30 +143,37 @@ def resumable_fields():
                if f.metadata.get('resumable'))
 
 
-def define_flags(flags_module, config_class=TrainConfig, *,
+def define_flags(flag_values=None, config_class=TrainConfig, *,
                  enum_values: Optional[Dict[str, Any]] = None):
-  """Defines one absl flag per config field; returns {name: FlagHolder}."""
+  """Defines one absl flag per config field; returns {name: FlagHolder}.
+
+  Args:
+    flag_values: the absl FlagValues to define them in (default FLAGS).
+    config_class: the dataclass whose fields become flags.
+    enum_values: allowed values of the fields declared with
+      flag_type='enum'.
+  """
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  flag_values = flags.FLAGS if flag_values is None else flag_values
   enum_values = enum_values or {}
   holders = {}
   for field in dataclasses.fields(config_class):
     help_text = field.metadata.get('help', field.name)
-    default = field.default
+    args = (field.name, field.default, help_text)
     kind = field.metadata.get('flag_type')
     if kind == 'enum':
-      holders[field.name] = flags_module.DEFINE_enum(
-          field.name, default, list(enum_values[field.name]), help_text)
-    elif field.type in (bool, 'bool'):
-      holders[field.name] = flags_module.DEFINE_bool(field.name, default,
-                                                     help_text)
-    elif field.type in (int, 'int', Optional[int], 'Optional[int]'):
-      holders[field.name] = flags_module.DEFINE_integer(field.name, default,
-                                                        help_text)
-    elif field.type in (float, 'float', Optional[float], 'Optional[float]'):
-      holders[field.name] = flags_module.DEFINE_float(field.name, default,
-                                                      help_text)
+      holder = flags.DEFINE_enum(field.name, field.default,
+                                 list(enum_values[field.name]), help_text,
+                                 flag_values=flag_values)
+    elif field.type is bool:
+      holder = flags.DEFINE_bool(*args, flag_values=flag_values)
+    elif field.type in (int, Optional[int]):
+      holder = flags.DEFINE_integer(*args, flag_values=flag_values)
+    elif field.type in (float, Optional[float]):
+      holder = flags.DEFINE_float(*args, flag_values=flag_values)
     else:
-      holders[field.name] = flags_module.DEFINE_string(field.name, default,
-                                                       help_text)
+      holder = flags.DEFINE_string(*args, flag_values=flag_values)
+    holders[field.name] = holder
   return holders
 
 

@@ -62,7 +62,8 @@ _STOP_AFTER = flags.DEFINE_integer(
     'Stop after this many rounds as if killed (testing resumption).')
 # Training: one flag per TrainConfig field.
 _CONFIG = config_lib.define_flags(
-    flags, enum_values=dict(aggregator=registry.names()))
+    enum_values=dict(aggregator=registry.names()))
+flags.adopt_module_key_flags(config_lib)   # Listed by --helpshort too.
 
 
 def _synthetic_dir_name() -> str:

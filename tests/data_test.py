@@ -89,6 +89,43 @@ class PreprocessTest(parameterized.TestCase):
       data.load_word_counts_file(path, 2)
 
 
+class ClientShuffleTest(absltest.TestCase):
+
+  def _first_batch(self, key, buffer_size):
+    train, _, _ = data.load_stackoverflow(generated_cache())
+    vocab = data.load_vocab(generated_cache(), 200)
+    preprocess = data.build_preprocess_fn(
+        vocab, max_elements_per_client=4, batch_size=4,
+        shuffle_buffer_size=buffer_size)
+    x, _ = next(iter(data.build_client_dataset(train, preprocess, key)))
+    return x.numpy()
+
+  def test_shuffled_by_seed_round_and_client(self):
+    train, _, _ = data.load_stackoverflow(generated_cache())
+    sizes = {c: len(list(train.create_tf_dataset_for_client(c)))
+             for c in train.client_ids[:40]}
+    client = max(sizes, key=sizes.get)
+    self.assertGreater(sizes[client], 8)
+    same_a = self._first_batch(data.client_round_key(1, client), 1000)
+    same_b = self._first_batch(data.client_round_key(1, client), 1000)
+    np.testing.assert_array_equal(same_a, same_b)   # Reproducible.
+    others = [self._first_batch(data.client_round_key(r, client), 1000)
+              for r in (2, 3, 4)]
+    self.assertTrue(any(not np.array_equal(same_a, o) for o in others))
+    # Without shuffling, the first sentences whatever the round.
+    plain = [self._first_batch(data.client_round_key(r, client), 0)
+             for r in (1, 2)]
+    np.testing.assert_array_equal(plain[0], plain[1])
+
+  def test_round_seed_depends_on_seed_and_round(self):
+    from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
+    seeds = {participation.round_seed(s, r) for s in (0, 1) for r in (0, 1)}
+    self.assertLen(seeds, 4)
+    self.assertEqual(participation.round_seed(3, 9),
+                     participation.round_seed(3, 9))
+    self.assertLess(max(seeds), 2**63)
+
+
 class GeneratedDatabaseTest(parameterized.TestCase):
 
   def test_schema_is_tffs(self):
