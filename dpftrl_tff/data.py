@@ -70,6 +70,8 @@ def check_database(cache_dir: str) -> str:
               f'{sorted(columns - have)}.')
       splits = {r[0] for r in conn.execute(
           'SELECT DISTINCT split_name FROM client_metadata')}
+      samples = [r[0] for r in conn.execute(
+          'SELECT serialized_example_proto FROM examples LIMIT 20')]
     finally:
       conn.close()
   except sqlite3.DatabaseError as e:
@@ -79,7 +81,25 @@ def check_database(cache_dir: str) -> str:
   if missing:
     raise DataError(f'--cache_dir={cache_dir}: {DATABASE_NAME} has no '
                     f'clients in split(s) {missing}.')
+  for blob in samples:
+    _check_example(blob, cache_dir)
   return path
+
+
+def _check_example(blob, cache_dir: str):
+  """Refuses a stored example that is not a StackOverflow tf.train.Example."""
+  from google.protobuf import message  # pylint: disable=g-import-not-at-top
+  try:
+    example = tf.train.Example.FromString(bytes(blob))
+  except (message.DecodeError, TypeError) as e:
+    raise DataError(f'--cache_dir={cache_dir}: {DATABASE_NAME} holds '
+                    f'examples that are not tf.train.Example protos ({e}).'
+                    ) from None
+  feature = example.features.feature
+  if 'tokens' not in feature or not feature['tokens'].bytes_list.value:
+    raise DataError(f'--cache_dir={cache_dir}: {DATABASE_NAME} holds '
+                    f'examples without a "tokens" text feature; it is not '
+                    f'a StackOverflow database.')
 
 
 def load_stackoverflow(cache_dir: str):

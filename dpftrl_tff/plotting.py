@@ -6,15 +6,24 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
 
-def _save(fig, ax, path, *, title, xlabel, ylabel):
-  ax.set_title(title)
+def _label(ax, *, title, xlabel, ylabel):
+  if title:
+    ax.set_title(title)
   ax.set_xlabel(xlabel)
   ax.set_ylabel(ylabel)
   ax.grid(True, alpha=0.3)
   ax.legend(fontsize=7)
+
+
+def _write(fig, path):
   fig.tight_layout()
   fig.savefig(path)
   plt.close(fig)
+
+
+def _save(fig, ax, path, *, title, xlabel, ylabel):
+  _label(ax, title=title, xlabel=xlabel, ylabel=ylabel)
+  _write(fig, path)
 
 
 def line_plot(path, series, *, title, xlabel, ylabel, logy=False):
@@ -53,10 +62,5 @@ def training_curves(path, rows):
         xs, ys = zip(*points)
         ax.plot(xs, ys, marker='o' if key.startswith('eval') else None,
                 markersize=3, linewidth=1.3, label=key.split('_')[0])
-    ax.set_xlabel('round')
-    ax.set_ylabel(ylabel)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path)
-  plt.close(fig)
+    _label(ax, title=None, xlabel='round', ylabel=ylabel)
+  _write(fig, path)

@@ -49,11 +49,10 @@ class Progress:
       self._timed_rounds += 1
     eta = self.eta_seconds(done)
     eta_text = format_seconds(eta) if eta is not None else '...'
-    width = len(str(self.total))
     bar_len = 20
     filled = int(bar_len * done / max(1, self.total))
     line = (f'[{"#" * filled}{"." * (bar_len - filled)}] round '
-            f'{done:>{width}}/{self.total} {text} {round_seconds:.1f}s/round '
+            f'{done}/{self.total} {text} {round_seconds:.1f}s/round '
             f'ETA {eta_text}')
     if self._tty:
       pad = ' ' * max(0, len(self._last_line) - len(line))

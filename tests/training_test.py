@@ -303,6 +303,33 @@ class BinaryTest(parameterized.TestCase):
     self.assertIn(flag, proc.stderr)
     self.assertNotIn('Traceback', proc.stderr)
 
+  def test_garbage_examples_and_read_only_output_are_one_line(self):
+    import shutil  # pylint: disable=g-import-not-at-top
+    import sqlite3  # pylint: disable=g-import-not-at-top
+    bad = tempfile.mkdtemp()
+    shutil.copy(data.database_path(cache_dir()), data.database_path(bad))
+    con = sqlite3.connect(data.database_path(bad))
+    con.execute("UPDATE examples SET serialized_example_proto = x'0a0b0c'")
+    con.commit()
+    con.close()
+    proc = _run_binary(*_tiny_flags(tempfile.mkdtemp()), f'--cache_dir={bad}')
+    self.assertEqual(proc.returncode, 2)
+    self.assertIn('not tf.train.Example protos', proc.stderr)
+    self.assertNotIn('Traceback', proc.stderr)
+    # An output root that cannot be a directory (root writes anywhere, so
+    # permissions cannot be tested here): one line, no traceback.
+    not_a_dir = os.path.join(tempfile.mkdtemp(), 'file')
+    with open(not_a_dir, 'w') as f:
+      f.write('x')
+    proc = _run_binary(*_tiny_flags(os.path.join(not_a_dir, 'out')))
+    self.assertEqual(proc.returncode, 2)
+    self.assertIn('error:', proc.stderr)
+    self.assertNotIn('Traceback', proc.stderr)
+    proc = _run_binary(*_tiny_flags(tempfile.mkdtemp()), 'stray')
+    self.assertEqual(proc.returncode, 2)
+    self.assertIn('unexpected arguments', proc.stderr)
+    self.assertLess(len(proc.stderr.splitlines()), 5)
+
   def test_database_without_tables(self):
     bad = tempfile.mkdtemp()
     import sqlite3  # pylint: disable=g-import-not-at-top
@@ -341,7 +368,10 @@ class BinaryTest(parameterized.TestCase):
       self.assertTrue(any(e.startswith(name.encode() + b'=')
                           for e in worker_env), name)
     proc.send_signal(signum)
-    proc.communicate(timeout=60)   # EOF: nobody holds the pipe any more
+    rest = proc.communicate(timeout=60)[0]   # EOF: nobody holds the pipe
+    if signum == signal.SIGINT:
+      self.assertIn('interrupted', rest)
+      self.assertNotIn('Traceback', rest)
     time.sleep(0.5)
     alive = [p for p in workers if runtime._alive(p)]  # pylint: disable=protected-access
     self.assertEmpty(alive)
