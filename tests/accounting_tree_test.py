@@ -61,6 +61,26 @@ class BruteForceTest(parameterized.TestCase):
             tree.max_sensitivity_squared(rounds, possible, min_sep,
                                          restarts, _fast_path=False))
 
+  def test_dense_program_equals_the_sparse_one(self):
+    # A binding MaxP above 64 with MinS < 32 takes the dense NumPy program.
+    rng = random.Random(3)
+    checked = 0
+    while checked < 12:
+      rounds, min_sep = rng.randint(150, 500), rng.randint(0, 12)
+      possible = tree.max_possible_participation(rounds, min_sep)
+      if possible <= 66:
+        continue
+      max_p = rng.randint(65, possible - 1)
+      restarts = sorted(rng.sample(range(1, rounds), rng.randint(0, 2)))
+      self.assertTrue(tree._block_tree(min_sep, max_p, False).dense)  # pylint: disable=protected-access
+      with self.subTest(rounds=rounds, min_sep=min_sep, max_p=max_p,
+                        restarts=restarts):
+        self.assertEqual(
+            tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts),
+            tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts,
+                                         _fast_path=False))
+      checked += 1
+
   def test_restarts_never_exceed_independent_trees(self):
     # Composition of per-tree worst cases is a looser valid bound.
     for rounds, min_sep, max_p in [(300, 20, 6), (1000, 37, 9)]:

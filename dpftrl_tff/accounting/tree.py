@@ -59,6 +59,8 @@ import functools
 import itertools
 from typing import Dict, Iterable, List, Sequence, Tuple
 
+import numpy as np
+
 from dpftrl_tff import checks
 
 # A Pareto front: (exit offset s, value) pairs, sorted by s ascending with
@@ -114,12 +116,39 @@ def _drop_dominated_counts(table: _Table) -> _Table:
   return kept
 
 
+_INFEASIBLE = np.int64(-(2**61))
+_DENSE_MIN_CAP = 64
+_DENSE_MAX_GAP = 32
+
+
+def _table_to_dense(table: _Table, gap: int) -> np.ndarray:
+  rows = max(table) + 1
+  dense = np.full((rows, gap), _INFEASIBLE, np.int64)
+  for n, front in table.items():
+    for s, value in front:
+      dense[n, s] = max(dense[n, s], value)
+  return dense
+
+
+def _dense_to_table(dense: np.ndarray) -> _Table:
+  table: _Table = {}
+  for n in range(dense.shape[0]):
+    offsets = np.flatnonzero(dense[n] >= 0)
+    if offsets.size:
+      table[n] = _pareto((int(s), int(dense[n, s])) for s in offsets)
+  return table
+
+
 class _BlockTree:
   """Tables of the block-level tree program for one (MinS, MaxP)."""
 
   def __init__(self, min_separation: int, max_participation: int,
                counts_are_free: bool = False):
     self.counts_are_free = counts_are_free
+    # Dense tables when the count can bind and be large but offsets are few.
+    self.dense = (not counts_are_free and max_participation > _DENSE_MIN_CAP
+                  and min_separation + 1 <= _DENSE_MAX_GAP)
+    self._dense_memo: Dict[Tuple[int, int], np.ndarray] = {}
     self.gap = min_separation + 1
     self.block = 1 << self.gap.bit_length()          # smallest 2^h > gap
     self.levels_below = self.block.bit_length() - 1  # h1, levels of size < B
@@ -142,6 +171,10 @@ class _BlockTree:
     key = (size, s)
     if key in self._memo:
       return self._memo[key]
+    if self.dense:
+      result = _dense_to_table(self._run_dense(size, s))
+      self._memo[key] = result
+      return result
     if size == 1:
       result = self.leaf(s)
     else:
@@ -162,6 +195,52 @@ class _BlockTree:
               _merge(acc, n, s_out, v1 + v2 + bonus)
       result = _finish(acc, self.counts_are_free)
     self._memo[key] = result
+    return result
+
+  def _run_dense(self, size: int, s: int) -> np.ndarray:
+    """`run` as a dense array V[n, s_out] (_INFEASIBLE where impossible).
+
+    The same recursion as `run`, for a binding MaxP with a small MinS: the
+    tables then have up to MaxP + 1 counts but only g exit offsets, and the
+    merge of two subtrees (a max-plus convolution over the counts) is done
+    with one NumPy operation per count of the left subtree (over every
+    entry offset of the right one at once).
+    """
+    key = (size, s)
+    if key in self._dense_memo:
+      return self._dense_memo[key]
+    if size == 1:
+      result = _table_to_dense(self.leaf(s), self.gap)
+    else:
+      power = 1 << (size.bit_length() - 1)
+      is_node = power == size
+      left_size = size // 2 if is_node else power
+      left = self._run_dense(left_size, s)
+      entries = [s_mid for s_mid in range(self.gap)
+                 if np.any(left[:, s_mid] >= 0)]
+      rights = [self._run_dense(size - left_size, s_mid)
+                for s_mid in entries]
+      right_rows = max(r.shape[0] for r in rights)
+      rows = min(self.cap, left.shape[0] - 1 + right_rows - 1) + 1
+      # stacked[i] is the right subtree entered at offset entries[i].
+      stacked = np.full((len(entries), right_rows, self.gap), _INFEASIBLE,
+                        np.int64)
+      for i, right in enumerate(rights):
+        stacked[i, :right.shape[0]] = right
+      starts = left[:, entries]
+      out = np.full((rows, self.gap), _INFEASIBLE, np.int64)
+      for n1 in np.flatnonzero(np.any(starts >= 0, axis=1)):
+        if n1 >= rows:
+          break
+        span = min(right_rows, rows - n1)
+        best = (starts[n1][:, None, None] + stacked[:, :span]).max(axis=0)
+        np.maximum(out[n1:n1 + span], best, out=out[n1:n1 + span])
+      out[out < 0] = _INFEASIBLE
+      if is_node:
+        counts = np.arange(rows, dtype=np.int64)[:, None]
+        out = np.where(out >= 0, out + counts * counts, _INFEASIBLE)
+      result = out
+    self._dense_memo[key] = result
     return result
 
   def segment(self, length: int, s: int) -> _Table:
@@ -199,8 +278,10 @@ class _BlockTree:
 
 @functools.lru_cache(maxsize=64)
 def _block_tree(min_separation: int, max_participation: int,
-                counts_are_free: bool) -> _BlockTree:
-  return _BlockTree(min_separation, max_participation, counts_are_free)
+                counts_are_free: bool, dense: bool = True) -> _BlockTree:
+  program = _BlockTree(min_separation, max_participation, counts_are_free)
+  program.dense = program.dense and dense
+  return program
 
 
 def _validate(total_rounds, max_participation, min_separation):
@@ -268,7 +349,7 @@ def max_sensitivity_squared(total_rounds: int, max_participation: int,
   possible = max_possible_participation(total_rounds, min_separation)
   cap = min(max_participation, possible)
   program = _block_tree(min_separation, cap,
-                        _fast_path and cap == possible)
+                        _fast_path and cap == possible, _fast_path)
   # states: (participations so far, entry offset of the next tree) -> value.
   states = {(0, 0): 0}
   for length in segments:
