@@ -1,9 +1,18 @@
-"""Plot helpers (matplotlib, headless): plots written as PNG."""
+"""Plot helpers (matplotlib, headless): plots written as PNG.
 
-import matplotlib
+Figures are drawn on matplotlib's object-oriented API with the Agg canvas,
+so importing or using this module does not change pyplot's global backend.
+"""
 
-matplotlib.use('Agg')
-import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+from matplotlib.backends import backend_agg
+from matplotlib import figure as mpl_figure
+
+
+def _subplots(ncols=1, *, figsize, dpi):
+  fig = mpl_figure.Figure(figsize=figsize, dpi=dpi)
+  backend_agg.FigureCanvasAgg(fig)
+  axes = fig.subplots(1, ncols)
+  return fig, axes
 
 
 def _label(ax, *, title, xlabel, ylabel):
@@ -18,7 +27,6 @@ def _label(ax, *, title, xlabel, ylabel):
 def _write(fig, path):
   fig.tight_layout()
   fig.savefig(path)
-  plt.close(fig)
 
 
 def _save(fig, ax, path, *, title, xlabel, ylabel):
@@ -28,7 +36,7 @@ def _save(fig, ax, path, *, title, xlabel, ylabel):
 
 def line_plot(path, series, *, title, xlabel, ylabel, logy=False):
   """Writes a PNG with one line per (label, xs, ys) in `series`."""
-  fig, ax = plt.subplots(figsize=(5.2, 3.8), dpi=120)
+  fig, ax = _subplots(figsize=(5.2, 3.8), dpi=120)
   for label, xs, ys in series:
     ax.plot(xs, ys, label=label, linewidth=1.5)
   if logy:
@@ -39,7 +47,7 @@ def line_plot(path, series, *, title, xlabel, ylabel, logy=False):
 def errorbar_plot(path, xs, means, stds, *, title, xlabel, ylabel,
                   baseline=None):
   """Writes a PNG of means with +- std error bars (and a baseline line)."""
-  fig, ax = plt.subplots(figsize=(5.2, 3.8), dpi=120)
+  fig, ax = _subplots(figsize=(5.2, 3.8), dpi=120)
   ax.errorbar(xs, means, yerr=stds, marker='o', capsize=3, linewidth=1.5,
               label='mean +- std over seeds')
   if baseline is not None:
@@ -50,7 +58,7 @@ def errorbar_plot(path, xs, means, stds, *, title, xlabel, ylabel,
 
 def training_curves(path, rows):
   """Writes a PNG of loss and in-vocab accuracy against rounds (2 panels)."""
-  fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), dpi=110)
+  fig, axes = _subplots(2, figsize=(9, 3.6), dpi=110)
   panels = (('loss', ('train_loss', 'eval_loss')),
             ('in-vocab accuracy', ('train_in_vocab_accuracy',
                                    'eval_in_vocab_accuracy')))

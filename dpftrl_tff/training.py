@@ -88,14 +88,10 @@ def build_aggregator(config: TrainConfig, model_fn):
 
 
 def prepare_execution(config: TrainConfig):
-  """TFF's runtime patches, and the execution context `config` needs.
-
-  With SecAgg the context is TFF's test context, the only one that runs
-  secure-sum intrinsics in simulation (as plain sums mod M).
-  """
-  tff_compat.install()
-  if config.secagg:
-    tff.backends.test.set_sync_test_cpp_execution_context()
+  """The execution context `config` needs (`tff_compat`): with SecAgg, TFF's
+  test context, the only one that runs secure-sum intrinsics in simulation.
+  TFF's workarounds are installed by the binaries (`tff_compat.install`)."""
+  tff_compat.set_execution_context(secure_sums=config.secagg)
 
 
 def taking_client_ids(process, train_data, preprocess):

@@ -106,7 +106,9 @@ def run() -> dict:
   print(f'Training {config.aggregator} on {len(train_data.client_ids)} '
         f'clients, {config.clients_per_round} per round, '
         f'{config.total_rounds} rounds; output in {output_dir}')
+  from dpftrl_tff import tff_compat  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
+  tff_compat.install()
   summary = training.train(config, train_data=train_data,
                            eval_data=heldout_data, vocab=vocab,
                            output_dir=output_dir,

@@ -13,8 +13,8 @@ only:
                        switch: DPFTRL_TFF_FAST_SERIALIZATION=0.
 
 `resident.ResidentProcess` (the server state kept in the worker between
-rounds) and the execution context choice (`training.prepare_execution`: TFF's
-test context for SecAgg's secure sums) are used explicitly, not patched in.
+rounds) and `set_execution_context` (TFF's test context for SecAgg's secure
+sums) are used explicitly, not patched in.
 
 On another TFF version `install()` applies nothing and logs which version it
 supports: the patches reach into TFF internals that change between versions.
@@ -51,3 +51,15 @@ def install() -> Dict[str, bool]:
   active['fast_serialization'] = fast_serialization.install()
   return active
 
+
+def set_execution_context(*, secure_sums: bool):
+  """The one place that chooses TFF's execution context.
+
+  Secure-sum intrinsics (SecAgg's `federated_secure_modular_sum`) run in
+  simulation only under TFF's test context, which replaces them with plain
+  sums mod M; otherwise the context TFF sets at import (a local C++ worker)
+  is kept.
+  """
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  if secure_sums:
+    tff.backends.test.set_sync_test_cpp_execution_context()

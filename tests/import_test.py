@@ -1,0 +1,61 @@
+"""Importing the library changes no global state; binaries install patches."""
+
+import os
+import subprocess
+import sys
+
+from absl.testing import absltest
+
+from tests import fixtures
+
+_SCRIPT = """
+import os, signal, sys
+import tensorflow_federated   # TensorFlow sets its own log level.
+before_signals = (signal.getsignal(signal.SIGINT),
+                  signal.getsignal(signal.SIGTERM))
+tf_level = os.environ.get('TF_CPP_MIN_LOG_LEVEL')
+import dpftrl_tff
+from dpftrl_tff import (accounting, config, console, data, loop, metrics,
+                        models, participation, plotting, progress,
+                        run_directory, runtime, synthetic, training,
+                        tff_compat)
+from dpftrl_tff.aggregators import (adaptive, dp_ftrl, fused_clip, registry,
+                                    secagg)
+from dpftrl_tff.tff_compat import fast_serialization, resident, worker
+from tensorflow_federated.python.core.impl.executor_stacks import (
+    executor_factory)
+from tensorflow_federated.python.core.impl.executors import remote_executor
+checks = dict(
+    log_level=os.environ.get('TF_CPP_MIN_LOG_LEVEL') == tf_level,
+    malloc=os.environ.get('MALLOC_MMAP_MAX_'),
+    signals=(signal.getsignal(signal.SIGINT),
+             signal.getsignal(signal.SIGTERM)) == before_signals,
+    popen_patched=executor_factory.subprocess.Popen is worker._WorkerPopen,
+    serialization=fast_serialization.installed(),
+    pyplot='matplotlib.pyplot' in sys.modules)
+print(checks)
+active = tff_compat.install()
+print(active, executor_factory.subprocess.Popen is worker._WorkerPopen,
+      fast_serialization.installed())
+"""
+
+
+class ImportTest(absltest.TestCase):
+
+  def test_import_is_inert_and_install_is_explicit(self):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ('TF_CPP_MIN_LOG_LEVEL', 'MALLOC_MMAP_MAX_')}
+    proc = subprocess.run([sys.executable, '-c', _SCRIPT], cwd=fixtures.ROOT,
+                          env=env, capture_output=True, text=True,
+                          timeout=300)
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    first, second = proc.stdout.strip().splitlines()[-2:]
+    self.assertEqual(first, str(dict(
+        log_level=True, malloc=None, signals=True, popen_patched=False,
+        serialization=False, pyplot=False)))
+    self.assertEqual(
+        second, "{'worker': True, 'fast_serialization': True} True True")
+
+
+if __name__ == '__main__':
+  absltest.main()
