@@ -85,6 +85,47 @@ class TrainConfig:
   secagg_debug: bool = _field(
       False, 'Also record the l2 distance between the decoded and the true '
       'clipped sum (simulation only).')
+  # Participation (dpftrl_tff.participation).
+  participation: str = _field(
+      'uniform', 'Who takes part in each round: uniform (independent '
+      'rounds), min_sep_groups (round r from group r mod b: MinS >= b - 1) '
+      'or timer (device-level simulation with a participation timer).',
+      flag_type='enum')
+  min_sep_groups: Optional[int] = _field(
+      None, 'min_sep_groups: the number of groups b; unset: the largest, '
+      'floor(clients / clients_per_round).')
+  timer_hours: float = _field(
+      24.0, 'timer: a client is ineligible this long after taking part.')
+  round_minutes: float = _field(
+      5.0, 'timer: simulated wall time of one round (rounds per day are an '
+      'outcome).')
+  daily_active_fraction: float = _field(
+      0.5, 'timer: share of the devices that check in on a given day.')
+  availability_hours: float = _field(
+      8.0, 'timer: length of a device\'s daily availability window.')
+  window_start_hour: float = _field(
+      22.0, 'timer: mean local hour at which availability windows open '
+      '(phones charging on Wi-Fi at night).')
+  window_spread_hours: float = _field(
+      2.0, 'timer: standard deviation of the windows\' opening hour.')
+  shortfall: str = _field(
+      'wait', 'timer: a round with fewer eligible devices than the report '
+      'goal waits (simulated time passes, at most --max_wait_hours) or '
+      'runs short (run_short).', flag_type='enum')
+  max_wait_hours: float = _field(
+      24.0, 'timer: longest wait for a full round before running short.')
+  # Launch-equivalent privacy (reported beside the run's own).
+  launch_report_goal: int = _field(
+      6500, 'Report goal of the equivalent launch: its noise multiplier is '
+      'z * launch_report_goal / clients_per_round (same noise per client).',
+      resumable=True)
+  launch_population: Optional[int] = _field(
+      None, 'Estimated population of the launch; with it the binary also '
+      'prints the launch-equivalent privacy at the largest MinS it allows. '
+      'Unset: not printed.', resumable=True)
+  launch_rounds: Optional[int] = _field(
+      None, 'Rounds of the equivalent launch; unset: the run\'s rounds.',
+      resumable=True)
   seed: Optional[int] = _field(
       None, 'Seed of model init, client sampling and client shuffling. '
       'Unset: random, recorded in hparams.json.')
@@ -135,6 +176,40 @@ class TrainConfig:
     if self.seed is not None:
       checks.check_int(self.seed, '--seed', minimum=0)
     registry.get(self.aggregator).validate(self)
+    from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
+    if self.participation not in participation.MODELS:
+      raise ValueError(f'--participation={self.participation!r} is unknown; '
+                       f'allowed: {", ".join(participation.MODELS)}.')
+    if self.min_sep_groups is not None:
+      checks.check_int(self.min_sep_groups, '--min_sep_groups', minimum=1)
+    if self.participation == 'timer':
+      self.timer_settings().validate(num_train_clients,
+                                     self.clients_per_round)
+    checks.check_int(self.launch_report_goal, '--launch_report_goal',
+                     minimum=1)
+    if self.launch_population is not None:
+      checks.check_int(self.launch_population, '--launch_population',
+                       minimum=self.launch_report_goal)
+    if self.launch_rounds is not None:
+      checks.check_int(self.launch_rounds, '--launch_rounds', minimum=1)
+
+  def timer_settings(self):
+    from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
+    return participation.TimerSettings(
+        timer_hours=self.timer_hours, round_minutes=self.round_minutes,
+        daily_active_fraction=self.daily_active_fraction,
+        availability_hours=self.availability_hours,
+        window_start_hour=self.window_start_hour,
+        window_spread_hours=self.window_spread_hours,
+        shortfall=self.shortfall, max_wait_hours=self.max_wait_hours)
+
+  def build_sampler(self, num_clients: int):
+    """The participation sampler of this run (over client indices)."""
+    from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
+    return participation.build_sampler(
+        self.participation, num_clients=num_clients,
+        report_goal=self.clients_per_round, seed=self.seed,
+        min_sep_groups=self.min_sep_groups, timer=self.timer_settings())
 
 
 def resumable_fields():

@@ -85,4 +85,22 @@ def summary_text(summary: Dict[str, Any]) -> str:
         f'{len(privacy["restart_rounds"])} tree restarts, observed '
         f'MaxP={privacy["observed_max_participation"]}, '
         f'MinS={min_sep_text})')
+    planned = privacy.get('planned')
+    if planned:
+      lines.append(
+          f'  planned by the participation model (MinS >= '
+          f'{planned["guaranteed_min_separation"]}, MaxP <= '
+          f'{planned["max_participation"]}): rho-zCDP '
+          f'{planned["zcdp"]:.4g}, epsilon {planned["epsilon"]:.3f}')
+    launch = privacy.get('launch_equivalent')
+    if launch:
+      lines.append(
+          f'Launch-equivalent privacy (NOT this run\'s guarantee: a launch '
+          f'with report goal {launch["report_goal"]} and the same noise per '
+          f'client, z={launch["noise_multiplier"]:g}, population '
+          f'{launch["population"]:,} (MinS <= '
+          f'{launch["population_min_separation"]}), T={launch["rounds"]}, '
+          f'MinS {launch["min_separation"]}, worst-case MaxP '
+          f'{launch["max_participation"]}): rho-zCDP {launch["zcdp"]:.4g}, '
+          f'epsilon {launch["epsilon"]:.3f} at delta {launch["delta"]:g}')
   return '\n'.join(lines)

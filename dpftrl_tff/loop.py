@@ -10,7 +10,7 @@ keeps (metrics, checkpoints, evaluation) is done by the caller in
 
 import dataclasses
 import time
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Sequence
 
 from dpftrl_tff import participation
 
@@ -20,12 +20,14 @@ class RoundResult:
   """What one round did."""
   round_num: int          # 0-based; the round is `round_num + 1` of T.
   cohort: List[str]
+  participation: Any      # participation.RoundInfo of the round.
   metrics: Any            # TFF's round metrics.
   update_norm: float      # ||theta^{t+1} - theta^t||_2 on the server.
   seconds: float
 
 
 def run_rounds(*, runner, sampler: participation.Sampler,
+               client_ids: Sequence[str],
                log: participation.ParticipationLog,
                client_data_fn: Callable[[int, List[str]], List[Any]],
                state, start_round: int, end_round: int,
@@ -34,7 +36,8 @@ def run_rounds(*, runner, sampler: participation.Sampler,
 
   Args:
     runner: has `next(state, client_data) -> (state, metrics, update_norm)`.
-    sampler: the cohort of every round.
+    sampler: the cohort of every round (client indices).
+    client_ids: the clients' ids, by index.
     log: records every cohort (for the privacy accounting).
     client_data_fn: (round, cohort) -> what `runner.next` takes for the
       clients (their round keys, or their datasets).
@@ -44,10 +47,12 @@ def run_rounds(*, runner, sampler: participation.Sampler,
   """
   for round_num in range(start_round, end_round):
     started = time.monotonic()
-    cohort = sampler.sample(round_num)
-    log.record(round_num, cohort)
+    indices = sampler.sample(round_num)
+    log.record(round_num, indices)
+    cohort = [client_ids[i] for i in indices]
     state, metrics, update_norm = runner.next(
         state, client_data_fn(round_num, cohort))
-    on_round(state, RoundResult(round_num, cohort, metrics, update_norm,
+    on_round(state, RoundResult(round_num, cohort, sampler.last_info,
+                                metrics, update_norm,
                                 time.monotonic() - started))
   return state

@@ -24,6 +24,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 import tree
 
+from dpftrl_tff import accounting
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import data
 from dpftrl_tff import loop
@@ -211,24 +212,79 @@ class Evaluator:
     return self._baseline
 
 
+def _privacy_dict(report, **extra):
+  if report is None:
+    return None
+  return dict(extra, rounds=report.rounds,
+              noise_multiplier=report.noise_multiplier,
+              max_participation=report.max_participation,
+              min_separation=report.min_separation,
+              restart_rounds=list(report.restart_rounds), zcdp=report.zcdp,
+              epsilon=report.epsilon, delta=report.delta)
+
+
+def launch_equivalent_privacy(config: TrainConfig,
+                              rounds: int) -> Optional[Dict]:
+  """The privacy of the launch this simulation stands for (paper Sec. 2.2).
+
+  Small simulations tune with a small report goal m and launch with a large
+  one, keeping the noise per client z / m: z_launch = z * m_launch / m. With
+  the launch population P the launch can reach MinS = floor(P / m_launch) - 1
+  (participation at that separation, MaxP its worst case). This is NOT the
+  simulation's own guarantee. None without --launch_population or noise.
+  """
+  if config.launch_population is None or config.noise_multiplier <= 0:
+    return None
+  m_launch = config.launch_report_goal
+  scale = m_launch / config.clients_per_round
+  launch = dataclasses.replace(
+      config, noise_multiplier=config.noise_multiplier * scale,
+      clients_per_round=m_launch,
+      clipped_count_stddev=(None if config.clipped_count_stddev is None else
+                            config.clipped_count_stddev * scale))
+  launch_rounds = config.launch_rounds or rounds
+  population_min_sep = accounting.max_min_separation(
+      config.launch_population, m_launch)
+  min_sep = min(population_min_sep, launch_rounds - 1)
+  report = registry.get(config.aggregator).privacy(launch, launch_rounds,
+                                                   None, min_sep)
+  return _privacy_dict(report, report_goal=m_launch,
+                       population=config.launch_population,
+                       population_min_separation=population_min_sep)
+
+
 def privacy_spent(config: TrainConfig, rounds: int,
-                  log: participation.ParticipationLog) -> Optional[Dict]:
+                  log: participation.ParticipationLog,
+                  sampler: Optional[participation.Sampler] = None
+                  ) -> Optional[Dict]:
   """rho-zCDP and epsilon of `rounds` rounds with the observed participation.
 
   MaxP and MinS are those of the run's own participation log (MinS: rounds
   strictly between two participations; no client took part twice: MaxP 1).
+  Beside it: `planned`, the privacy the participation model guarantees
+  (min_sep_groups), and `launch_equivalent` (see
+  `launch_equivalent_privacy`).
   """
   max_p = max(1, log.max_participation)
   min_sep = log.min_separation if log.min_separation >= 0 else rounds - 1
-  report = registry.get(config.aggregator).privacy(
-      config, rounds, max_p, min(min_sep, rounds - 1))
+  mechanism = registry.get(config.aggregator)
+  report = mechanism.privacy(config, rounds, max_p, min(min_sep, rounds - 1))
   if report is None:
     return None
-  return dict(rounds=rounds, noise_multiplier=config.noise_multiplier,
-              restart_rounds=list(report.restart_rounds),
-              observed_max_participation=max_p,
-              observed_min_separation=log.min_separation,
-              zcdp=report.zcdp, epsilon=report.epsilon, delta=report.delta)
+  out = dict(rounds=rounds, noise_multiplier=config.noise_multiplier,
+             restart_rounds=list(report.restart_rounds),
+             observed_max_participation=max_p,
+             observed_min_separation=log.min_separation,
+             zcdp=report.zcdp, epsilon=report.epsilon, delta=report.delta)
+  planned = sampler.planned(rounds) if sampler is not None else None
+  out['planned'] = None
+  if planned is not None:
+    out['planned'] = _privacy_dict(
+        mechanism.privacy(config, rounds, planned['max_participation'],
+                          min(planned['min_separation'], rounds - 1)),
+        guaranteed_min_separation=planned['min_separation'])
+  out['launch_equivalent'] = launch_equivalent_privacy(config, rounds)
+  return out
 
 
 def _git_commit() -> Optional[str]:
@@ -312,6 +368,8 @@ def _round_row(config, result: loop.RoundResult, clip_in_force):
         row['secagg_' + name] = value
   if 'clip_norm_in_force' in row:
     row['clip_norm_next_round'] = clip_in_force
+  if result.participation is not None:
+    row.update(result.participation.as_row())
   return row, clip_in_force
 
 
@@ -418,10 +476,10 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
       [dict(provenance(), resumed_from_round=start_round)])
   run_dir.claim(hparams)   # The run has started: the directory is its own.
 
-  sampler = participation.UniformSampler(train_data.client_ids,
-                                         config.clients_per_round, config.seed)
-  log = participation.ParticipationLog()
-  for r in range(start_round):
+  client_ids = list(train_data.client_ids)
+  sampler = config.build_sampler(len(client_ids))
+  log = participation.ParticipationLog(len(client_ids))
+  for r in range(start_round):   # Replayed: stateful models need it.
     log.record(r, sampler.sample(r))
   writer = run_directory.MetricsWriter(run_dir, start_round)
 
@@ -477,7 +535,7 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
 
   try:
     state = loop.run_rounds(
-        runner=runner, sampler=sampler, log=log,
+        runner=runner, sampler=sampler, client_ids=client_ids, log=log,
         client_data_fn=client_data_fn, state=state, start_round=start_round,
         end_round=end_round, on_round=on_round)
   finally:
@@ -487,7 +545,12 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
   summary = dict(rounds=end_round, total_rounds=config.total_rounds,
                  final_eval=last_eval,
                  unigram_baseline_accuracy=evaluator.unigram_baseline(),
-                 privacy=privacy_spent(config, end_round, log),
+                 privacy=privacy_spent(config, end_round, log, sampler),
+                 participation=dict(
+                     sampler.describe(),
+                     observed_max_participation=log.max_participation,
+                     observed_min_separation=log.min_separation,
+                     participations_histogram=log.histogram().tolist()),
                  seconds=(datetime.datetime.now() - started).total_seconds())
   run_dir.write_summary(summary)
   logging.info('Summary: %s', summary)

@@ -26,6 +26,7 @@ from absl import logging
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import console
 from dpftrl_tff import data
+from dpftrl_tff import participation
 from dpftrl_tff import run_directory
 from dpftrl_tff import synthetic
 from dpftrl_tff.aggregators import registry
@@ -62,7 +63,9 @@ _STOP_AFTER = flags.DEFINE_integer(
     'Stop after this many rounds as if killed (testing resumption).')
 # Training: one flag per TrainConfig field.
 _CONFIG = config_lib.define_flags(
-    enum_values=dict(aggregator=registry.names()))
+    enum_values=dict(aggregator=registry.names(),
+                     participation=participation.MODELS,
+                     shortfall=participation.SHORTFALL_POLICIES))
 flags.adopt_module_key_flags(config_lib)   # Listed by --helpshort too.
 
 

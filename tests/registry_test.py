@@ -12,6 +12,7 @@ import tensorflow_federated as tff
 from dpftrl_tff import accounting
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import models
+from dpftrl_tff import participation
 from dpftrl_tff.aggregators import dp_ftrl
 from dpftrl_tff.aggregators import registry
 
@@ -106,7 +107,9 @@ class ConfigTest(absltest.TestCase):
   def test_flags_come_from_the_config(self):
     values = flags.FlagValues()
     holders = config_lib.define_flags(
-        values, enum_values=dict(aggregator=registry.names()))
+        values, enum_values=dict(aggregator=registry.names(),
+                                 participation=participation.MODELS,
+                                 shortfall=participation.SHORTFALL_POLICIES))
     self.assertEqual(set(holders),
                      {f.name for f in dataclasses.fields(
                          config_lib.TrainConfig)})

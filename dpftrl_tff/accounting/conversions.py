@@ -86,3 +86,18 @@ def epsilon_pld(rho: float, delta: float = DEFAULT_DELTA, *,
       dp_accounting.GaussianDpEvent(noise_multiplier=1.0 /
                                     math.sqrt(2.0 * rho)))
   return float(accountant.get_epsilon(delta))
+
+
+def zcdp_for_epsilon(epsilon: float, delta: float = DEFAULT_DELTA) -> float:
+  """The rho whose Gaussian mechanism has exactly `epsilon` at `delta`.
+
+  The inverse of `epsilon_analytic_gaussian` (the exact conversion that PLD
+  approximates), for planning from an (epsilon, delta) target.
+  """
+  epsilon = checks.check_positive(epsilon, 'epsilon')
+  _check(1.0, delta)
+  hi = 1.0
+  while epsilon_analytic_gaussian(hi, delta) < epsilon:
+    hi *= 2.0
+  return optimize.brentq(lambda r: epsilon_analytic_gaussian(r, delta) -
+                         epsilon, 0.0, hi, xtol=1e-12, rtol=1e-12)

@@ -1,0 +1,256 @@
+r"""Plans a DP-FTRL launch: participation of a population, and its privacy.
+
+Simulates who takes part in every round for a population of millions (NumPy,
+no TFF, no training) with a participation model of
+`dpftrl_tff.participation` (default: the timer model of production), and
+prints the realized MinS and MaxP, rounds per day, how many clients took
+part how often, and rho-zCDP and epsilon of DP-FTRL with those MinS and MaxP.
+
+  # es-ES: 4.21M devices, report goal 6500, 2000 rounds, 48 h timer.
+  python -m experiments.plan_launch --population=4210000 --rounds=2000 \
+      --timer_hours=48
+
+With --target_zcdp (or --target_epsilon) it answers the planner's question
+for a grid of report goals and timer periods: the noise multiplier grows
+with the report goal (z = --noise_multiplier * m / --reference_report_goal,
+the paper's fixed noise per client, Sec. 2.2), every (m, timer) is simulated,
+and the cheapest configuration meeting the target is recommended (smallest
+report goal, then shortest timer); if none does, the largest report goal
+with the noise multiplier that meets the target.
+
+MinS counts the rounds strictly between two participations (TF Privacy's
+convention); the population caps it at floor(population / m) - 1.
+"""
+
+import json
+import sys
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+
+from dpftrl_tff import accounting
+from dpftrl_tff import participation
+
+_POPULATION = flags.DEFINE_integer('population', None,
+                                   'Estimated population (devices).')
+_ROUNDS = flags.DEFINE_integer('rounds', 2000, 'Training rounds T.')
+_REPORT_GOALS = flags.DEFINE_list(
+    'report_goals', ['6500'],
+    'Report goal(s) m; several values form the planner\'s grid.')
+_NOISE = flags.DEFINE_float(
+    'noise_multiplier', 7.0,
+    'Noise multiplier z at --reference_report_goal; other report goals use '
+    'z m / reference (same noise per client).')
+_REFERENCE = flags.DEFINE_integer(
+    'reference_report_goal', 6500,
+    'Report goal at which --noise_multiplier is given.')
+_MODEL = flags.DEFINE_enum('participation', 'timer', participation.MODELS,
+                           'Participation model.')
+_TIMERS = flags.DEFINE_list(
+    'timer_hours', ['24'],
+    'Timer period(s) in hours (timer model); several form the grid.')
+_ROUND_MINUTES = flags.DEFINE_float(
+    'round_minutes', participation.TimerSettings.round_minutes,
+    'Simulated wall time of one round.')
+_ACTIVE = flags.DEFINE_float(
+    'daily_active_fraction', participation.TimerSettings.daily_active_fraction,
+    'Share of the devices that check in on a given day.')
+_WINDOW = flags.DEFINE_float(
+    'availability_hours', participation.TimerSettings.availability_hours,
+    'Length of a device\'s daily availability window.')
+_SHORTFALL = flags.DEFINE_enum(
+    'shortfall', 'wait', participation.SHORTFALL_POLICIES,
+    'A round short of eligible devices waits, or runs short.')
+_SEED = flags.DEFINE_integer('seed', 0, 'Seed of the simulation.')
+_DELTA = flags.DEFINE_float('delta', accounting.DEFAULT_DELTA,
+                            'delta of (epsilon, delta).')
+_TARGET_ZCDP = flags.DEFINE_float('target_zcdp', None,
+                                  'Privacy target as rho-zCDP.')
+_TARGET_EPS = flags.DEFINE_float('target_epsilon', None,
+                                 'Privacy target as epsilon at --delta.')
+_JSON = flags.DEFINE_bool('json', False, 'Print one JSON object.')
+
+
+def _parse_list(values, name, kind, minimum):
+  out = []
+  for text in values:
+    try:
+      value = kind(text)
+    except ValueError:
+      value = None
+    if value is None or not value >= minimum or value != value:
+      raise ValueError(f'--{name} must be {kind.__name__}s >= {minimum}, '
+                       f'got {text!r}.')
+    out.append(value)
+  if not out:
+    raise ValueError(f'--{name} must not be empty.')
+  return sorted(set(out))
+
+
+def simulate(*, population, rounds, report_goal, model, timer_hours,
+             seed, round_minutes, daily_active_fraction, availability_hours,
+             shortfall):
+  """Participation of `rounds` rounds: observed MinS, MaxP and more."""
+  settings = participation.TimerSettings(
+      timer_hours=timer_hours, round_minutes=round_minutes,
+      daily_active_fraction=daily_active_fraction,
+      availability_hours=availability_hours, shortfall=shortfall)
+  sampler = participation.build_sampler(
+      model, num_clients=population, report_goal=report_goal, seed=seed,
+      timer=settings)
+  log = participation.ParticipationLog(population)
+  short = 0
+  started = time.monotonic()
+  for t in range(rounds):
+    log.record(t, sampler.sample(t))
+    short += sampler.last_info.shortfall > 0
+  result = dict(
+      population=population, rounds=rounds, report_goal=report_goal,
+      participation=model, observed_min_separation=log.min_separation,
+      observed_max_participation=log.max_participation,
+      population_min_separation=accounting.max_min_separation(population,
+                                                              report_goal),
+      short_rounds=short, participations_histogram=log.histogram().tolist(),
+      simulation_seconds=time.monotonic() - started)
+  if model == 'timer':
+    days = sampler.clock_hours / 24
+    result.update(timer_hours=timer_hours, simulated_days=days,
+                  rounds_per_day=rounds / days if days else float('nan'))
+  return result
+
+
+def privacy(sim, noise_multiplier, delta):
+  """zCDP and epsilon of DP-FTRL with the simulation's MinS and MaxP."""
+  min_sep = sim['observed_min_separation']
+  if min_sep < 0:
+    min_sep = sim['rounds'] - 1
+  report = accounting.compute_privacy(
+      rounds=sim['rounds'], noise_multiplier=noise_multiplier,
+      max_participation=max(1, sim['observed_max_participation']),
+      min_separation=min_sep, delta=delta)
+  return dict(noise_multiplier=noise_multiplier, zcdp=report.zcdp,
+              epsilon=report.epsilon,
+              sensitivity_squared=report.sensitivity_squared)
+
+
+def _noise_for(sim, target_zcdp):
+  """The noise multiplier giving exactly `target_zcdp` for this pattern."""
+  sens2 = privacy(sim, 1.0, _DELTA.value)['sensitivity_squared']
+  return float(np.sqrt(sens2 / (2 * target_zcdp)))
+
+
+def _target_zcdp():
+  if _TARGET_ZCDP.value is not None and _TARGET_EPS.value is not None:
+    raise ValueError('give --target_zcdp or --target_epsilon, not both.')
+  if _TARGET_ZCDP.value is not None:
+    if not _TARGET_ZCDP.value > 0:
+      raise ValueError(f'--target_zcdp must be > 0, got '
+                       f'{_TARGET_ZCDP.value}.')
+    return _TARGET_ZCDP.value
+  if _TARGET_EPS.value is not None:
+    if not _TARGET_EPS.value > 0:
+      raise ValueError(f'--target_epsilon must be > 0, got '
+                       f'{_TARGET_EPS.value}.')
+    return accounting.zcdp_for_epsilon(_TARGET_EPS.value, _DELTA.value)
+  return None
+
+
+def plan():
+  """Runs the simulations the flags ask for; returns the report dict."""
+  if _POPULATION.value is None:
+    raise ValueError('--population is required.')
+  report_goals = _parse_list(_REPORT_GOALS.value, 'report_goals', int, 1)
+  timers = _parse_list(_TIMERS.value, 'timer_hours', float, 1e-9)
+  if _MODEL.value != 'timer':
+    timers = timers[:1]
+  if _ROUNDS.value is None or _ROUNDS.value < 1:
+    raise ValueError(f'--rounds must be >= 1, got {_ROUNDS.value}.')
+  if not _NOISE.value > 0:
+    raise ValueError(f'--noise_multiplier must be > 0, got {_NOISE.value}.')
+  target = _target_zcdp()
+  candidates = []
+  for m in report_goals:
+    if m > _POPULATION.value:
+      raise ValueError(f'--report_goals: {m} is above --population='
+                       f'{_POPULATION.value}.')
+    z = _NOISE.value * m / _REFERENCE.value
+    for hours in timers:
+      sim = simulate(population=_POPULATION.value, rounds=_ROUNDS.value,
+                     report_goal=m, model=_MODEL.value, timer_hours=hours,
+                     seed=_SEED.value, round_minutes=_ROUND_MINUTES.value,
+                     daily_active_fraction=_ACTIVE.value,
+                     availability_hours=_WINDOW.value,
+                     shortfall=_SHORTFALL.value)
+      sim.update(privacy(sim, z, _DELTA.value))
+      if target is not None:
+        sim['meets_target'] = sim['zcdp'] <= target
+        sim['noise_multiplier_for_target'] = _noise_for(sim, target)
+      candidates.append(sim)
+  report = dict(candidates=candidates, target_zcdp=target, delta=_DELTA.value)
+  if target is not None:
+    meeting = [c for c in candidates if c['meets_target']]
+    if meeting:
+      best = min(meeting, key=lambda c: (c['report_goal'],
+                                         c.get('timer_hours', 0)))
+      report['recommendation'] = dict(
+          best, reason='smallest report goal, then shortest timer, that '
+          'meets the target with the same noise per client')
+    else:
+      largest = max(candidates, key=lambda c: (c['report_goal'],
+                                               -c['zcdp']))
+      report['recommendation'] = dict(
+          largest, noise_multiplier=largest['noise_multiplier_for_target'],
+          reason='no configuration meets the target with the same noise per '
+          'client: the largest report goal with the noise multiplier that '
+          'does (utility will suffer)')
+  return report
+
+
+def _format(report):
+  lines = ['report goal  z       timer h  rounds/day  MinS (cap)    MaxP  '
+           'short  rho-zCDP    epsilon']
+  for c in report['candidates']:
+    lines.append(
+        f'{c["report_goal"]:>11}  {c["noise_multiplier"]:<6.3g}  '
+        f'{c.get("timer_hours", float("nan")):>7g}  '
+        f'{c.get("rounds_per_day", float("nan")):>10.1f}  '
+        f'{c["observed_min_separation"]:>4} ({c["population_min_separation"]:>4})'
+        f'  {c["observed_max_participation"]:>6}  {c["short_rounds"]:>5}  '
+        f'{c["zcdp"]:<10.4g}  {c["epsilon"]:.3f}')
+  for c in report['candidates']:
+    hist = c['participations_histogram']
+    total = sum(hist)
+    shares = ', '.join(f'{k}: {100 * n / total:.1f}%'
+                       for k, n in enumerate(hist) if n)
+    lines.append(f'clients by participations (m={c["report_goal"]}, timer '
+                 f'{c.get("timer_hours", "-")} h): {shares}')
+  rec = report.get('recommendation')
+  if rec:
+    lines.append(
+        f'Recommendation for rho-zCDP <= {report["target_zcdp"]:.4g}: report '
+        f'goal {rec["report_goal"]}, noise multiplier '
+        f'{rec["noise_multiplier"]:.4g}, timer {rec.get("timer_hours", "-")} '
+        f'h ({rec["reason"]}).')
+  lines.append('MinS: rounds strictly between two participations; (cap) = '
+               'floor(population / report goal) - 1.')
+  return '\n'.join(lines)
+
+
+def main(argv):
+  if len(argv) > 1:
+    print(f'error: unexpected arguments {argv[1:]}.', file=sys.stderr)
+    return 2
+  try:
+    report = plan()
+  except ValueError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  print(json.dumps(report, sort_keys=True) if _JSON.value
+        else _format(report))
+  return 0
+
+
+if __name__ == '__main__':
+  app.run(main)

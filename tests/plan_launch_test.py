@@ -1,0 +1,90 @@
+"""Tests of the launch planner binary and the epsilon-to-zCDP inversion."""
+
+import json
+
+from absl.testing import absltest
+from absl.testing import parameterized
+from tensorflow_privacy.privacy.analysis import tree_aggregation_accountant as tfp_tree
+
+from dpftrl_tff import accounting
+from tests import fixtures
+
+
+def _run(*args):
+  return fixtures.run_module('experiments.plan_launch', *args, timeout=300)
+
+
+class PlanLaunchTest(parameterized.TestCase):
+
+  def test_min_sep_groups_reaches_the_population_cap(self):
+    proc = _run('--population=20000', '--report_goals=100', '--rounds=450',
+                '--participation=min_sep_groups', '--noise_multiplier=2',
+                '--reference_report_goal=100', '--json')
+    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    (c,) = json.loads(proc.stdout)['candidates']
+    self.assertEqual(c['population_min_separation'], 199)
+    self.assertEqual(c['observed_min_separation'], 199)
+    self.assertEqual(c['observed_max_participation'], 3)   # ceil(450/200)
+    self.assertAlmostEqual(c['zcdp'], tfp_tree.compute_zcdp_single_tree(
+        2.0, 450, 3, 199), places=12)
+    self.assertEqual(sum(c['participations_histogram']), 20000)
+
+  def test_planner_recommends_and_scales_noise_with_report_goal(self):
+    proc = _run('--population=30000', '--report_goals=100,200',
+                '--timer_hours=6,12', '--rounds=200', '--noise_multiplier=7',
+                '--target_zcdp=5', '--json')
+    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    report = json.loads(proc.stdout)
+    self.assertLen(report['candidates'], 4)
+    for c in report['candidates']:
+      self.assertAlmostEqual(c['noise_multiplier'],
+                             7 * c['report_goal'] / 6500)
+      self.assertGreater(c['rounds_per_day'], 0)
+      self.assertEqual(c['meets_target'], c['zcdp'] <= 5)
+      # The noise multiplier for the target gives exactly the target.
+      z = c['noise_multiplier_for_target']
+      self.assertAlmostEqual(
+          accounting.compute_privacy(
+              rounds=200, noise_multiplier=z,
+              max_participation=c['observed_max_participation'],
+              min_separation=c['observed_min_separation'],
+              with_epsilon=False).zcdp, 5.0, places=9)
+    self.assertIn('recommendation', report)
+
+  @parameterized.named_parameters(
+      ('no_population', [], '--population is required'),
+      ('report_goal_above_population', ['--population=100',
+                                        '--report_goals=200'],
+       '--report_goals'),
+      ('zero_timer', ['--population=1000', '--timer_hours=0'],
+       '--timer_hours'),
+      ('timer_shorter_than_round', ['--population=1000',
+                                    '--report_goals=10',
+                                    '--timer_hours=0.01'],
+       'shorter than one round'),
+      ('both_targets', ['--population=1000', '--report_goals=10',
+                        '--target_zcdp=1', '--target_epsilon=2'],
+       'not both'),
+  )
+  def test_bad_input_is_refused_clearly(self, args, message):
+    proc = _run(*args)
+    self.assertEqual(proc.returncode, 2)
+    self.assertIn(message, proc.stderr)
+    self.assertNotIn('Traceback', proc.stderr)
+
+
+class ConversionTest(absltest.TestCase):
+
+  def test_zcdp_for_epsilon_inverts_the_conversion(self):
+    for rho in (0.05, 0.81, 4.0, 300.0):
+      eps = accounting.epsilon_analytic_gaussian(rho, 1e-10)
+      self.assertAlmostEqual(accounting.zcdp_for_epsilon(eps, 1e-10), rho,
+                             delta=1e-9 * max(1, rho))
+      # PLD (the paper's conversion) agrees at its discretization.
+      if rho < 10:
+        self.assertAlmostEqual(accounting.epsilon_pld(rho, 1e-10), eps,
+                               delta=0.01)
+
+
+if __name__ == '__main__':
+  absltest.main()
