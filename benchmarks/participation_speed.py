@@ -25,9 +25,9 @@ _CHILD = flags.DEFINE_string('child', None, 'Internal: run one model.')
 
 
 def _run_one(model):
-  from experiments import plan_launch  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
   started = time.monotonic()
-  sim = plan_launch.simulate(
+  sim = participation.simulate(
       population=_POPULATION.value, rounds=_ROUNDS.value,
       report_goal=_REPORT_GOAL.value, model=model, timer_hours=48.0, seed=0,
       round_minutes=5.0, daily_active_fraction=0.5, availability_hours=8.0,

@@ -24,7 +24,6 @@ convention); the population caps it at floor(population / m) - 1.
 
 import json
 import sys
-import time
 
 from absl import app
 from absl import flags
@@ -89,38 +88,6 @@ def _parse_list(values, name, kind, minimum):
   return sorted(set(out))
 
 
-def simulate(*, population, rounds, report_goal, model, timer_hours,
-             seed, round_minutes, daily_active_fraction, availability_hours,
-             shortfall):
-  """Participation of `rounds` rounds: observed MinS, MaxP and more."""
-  settings = participation.TimerSettings(
-      timer_hours=timer_hours, round_minutes=round_minutes,
-      daily_active_fraction=daily_active_fraction,
-      availability_hours=availability_hours, shortfall=shortfall)
-  sampler = participation.build_sampler(
-      model, num_clients=population, report_goal=report_goal, seed=seed,
-      timer=settings)
-  log = participation.ParticipationLog(population)
-  short = 0
-  started = time.monotonic()
-  for t in range(rounds):
-    log.record(t, sampler.sample(t))
-    short += sampler.last_info.shortfall > 0
-  result = dict(
-      population=population, rounds=rounds, report_goal=report_goal,
-      participation=model, observed_min_separation=log.min_separation,
-      observed_max_participation=log.max_participation,
-      population_min_separation=accounting.max_min_separation(population,
-                                                              report_goal),
-      short_rounds=short, participations_histogram=log.histogram().tolist(),
-      simulation_seconds=time.monotonic() - started)
-  if model == 'timer':
-    days = sampler.clock_hours / 24
-    result.update(timer_hours=timer_hours, simulated_days=days,
-                  rounds_per_day=rounds / days if days else float('nan'))
-  return result
-
-
 def privacy(sim, noise_multiplier, delta):
   """zCDP and epsilon of DP-FTRL with the simulation's MinS and MaxP."""
   min_sep = sim['observed_min_separation']
@@ -177,7 +144,7 @@ def plan():
                        f'{_POPULATION.value}.')
     z = _NOISE.value * m / _REFERENCE.value
     for hours in timers:
-      sim = simulate(population=_POPULATION.value, rounds=_ROUNDS.value,
+      sim = participation.simulate(population=_POPULATION.value, rounds=_ROUNDS.value,
                      report_goal=m, model=_MODEL.value, timer_hours=hours,
                      seed=_SEED.value, round_minutes=_ROUND_MINUTES.value,
                      daily_active_fraction=_ACTIVE.value,

@@ -32,6 +32,8 @@ from dpftrl_tff.participation.uniform import UniformSampler
 
 MODELS = ('uniform', 'min_sep_groups', 'timer')
 
+from dpftrl_tff.participation.simulation import simulate  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 
 def build_sampler(model: str, *, num_clients: int, report_goal: int,
                   seed: int, min_sep_groups=None,
