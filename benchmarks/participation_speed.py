@@ -55,10 +55,11 @@ def main(argv):
         capture_output=True, text=True, check=True)
     line = [l for l in proc.stdout.splitlines() if l.startswith('RESULT ')]
     r = json.loads(line[-1][len('RESULT '):])
+    per_day = (f'{r["rounds_per_day"]:.1f}' if r['rounds_per_day']
+               else '-')
     print(f'{r["model"]:>15}: {r["seconds"]:6.1f} s, peak '
           f'{r["peak_memory_mb"]:7.0f} MB, MinS {r["min_separation"]}, '
-          f'MaxP {r["max_participation"]}, rounds/day '
-          f'{r["rounds_per_day"] if r["rounds_per_day"] else "-"}')
+          f'MaxP {r["max_participation"]}, rounds/day {per_day}')
   return 0
 
 
