@@ -56,19 +56,34 @@ def errorbar_plot(path, xs, means, stds, *, title, xlabel, ylabel,
   _save(fig, ax, path, title=title, xlabel=xlabel, ylabel=ylabel)
 
 
+def panels_plot(path, panels, *, xlabel, title=None):
+  """A PNG of side-by-side panels: each (ylabel, [(label, xs, ys)], logy)."""
+  fig, axes = _subplots(len(panels), figsize=(4.6 * len(panels), 3.6),
+                        dpi=110)
+  axes = list(axes) if len(panels) > 1 else [axes]
+  for ax, (ylabel, series, logy) in zip(axes, panels):
+    for label, xs, ys in series:
+      ax.plot(xs, ys, marker='o', markersize=3, linewidth=1.3, label=label)
+    if logy:
+      ax.set_yscale('log')
+    _label(ax, title=None, xlabel=xlabel, ylabel=ylabel)
+  if title:
+    fig.suptitle(title, fontsize=10)
+  _write(fig, path)
+
+
 def training_curves(path, rows):
   """Writes a PNG of loss and in-vocab accuracy against rounds (2 panels)."""
-  fig, axes = _subplots(2, figsize=(9, 3.6), dpi=110)
-  panels = (('loss', ('train_loss', 'eval_loss')),
-            ('in-vocab accuracy', ('train_in_vocab_accuracy',
-                                   'eval_in_vocab_accuracy')))
-  for ax, (ylabel, keys) in zip(axes, panels):
+  panels = []
+  for ylabel, keys in (('loss', ('train_loss', 'eval_loss')),
+                       ('in-vocab accuracy', ('train_in_vocab_accuracy',
+                                              'eval_in_vocab_accuracy'))):
+    series = []
     for key in keys:
       points = [(r['round'], r[key]) for r in rows
                 if isinstance(r.get(key), (int, float))]
       if points:
         xs, ys = zip(*points)
-        ax.plot(xs, ys, marker='o' if key.startswith('eval') else None,
-                markersize=3, linewidth=1.3, label=key.split('_')[0])
-    _label(ax, title=None, xlabel='round', ylabel=ylabel)
-  _write(fig, path)
+        series.append((key.split('_')[0], xs, ys))
+    panels.append((ylabel, series, False))
+  panels_plot(path, panels, xlabel='round')

@@ -88,3 +88,33 @@ class ConversionTest(absltest.TestCase):
 
 if __name__ == '__main__':
   absltest.main()
+
+
+class ReproduceParticipationTest(absltest.TestCase):
+
+  def test_writes_the_figure_and_the_nwp_table(self):
+    import csv  # pylint: disable=g-import-not-at-top
+    import os  # pylint: disable=g-import-not-at-top
+    import tempfile  # pylint: disable=g-import-not-at-top
+    out = tempfile.mkdtemp()
+    proc = fixtures.run_module('experiments.reproduce_participation',
+                               f'--output_dir={out}', '--scale=500',
+                               timeout=600)
+    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    self.assertTrue(os.path.isfile(os.path.join(out, 'timer_min_sep.png')))
+    with open(os.path.join(out, 'timer_min_sep.csv')) as f:
+      rows = list(csv.DictReader(f))
+    for population in ('1000000', '4210000'):
+      seps = [int(r['observed_min_separation']) for r in rows
+              if r['population'] == population]
+      caps = {int(r['cap']) for r in rows if r['population'] == population}
+      self.assertLen(seps, 6)
+      self.assertLessEqual(max(seps), caps.pop())
+      self.assertGreater(seps[-1], seps[0])   # Longer timer, larger MinS.
+    with open(os.path.join(out, 'nwp_timer_table.csv')) as f:
+      table = list(csv.DictReader(f))
+    self.assertLen(table, 13)
+    for r in table:
+      self.assertEqual(int(r['cap']), int(r['population']) // 6500 - 1)
+      self.assertLessEqual(float(r['zcdp_at_cap']),
+                           float(r['zcdp_observed']) + 1e-12)
