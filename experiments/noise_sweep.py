@@ -12,7 +12,10 @@ interrupted sweep continues where it stopped, and a changed flag never
 reuses stale results. It then writes, next to the runs:
 
   noise_sweep.csv          one row per run: z, seed, rounds, final eval
-                           in-vocab accuracy and loss, rho-zCDP, epsilon;
+                           in-vocab accuracy and loss, rho-zCDP, epsilon,
+                           and with --launch_population (after `--`) the
+                           launch-equivalent zCDP and epsilon (labelled:
+                           not the run's guarantee);
   noise_sweep_summary.csv  per z: mean, standard deviation and number of
                            runs of the accuracy and the loss;
   noise_sweep.png          accuracy against z, mean with +- one standard
@@ -109,7 +112,8 @@ def summarize(rows):
                     accuracy_mean=float(acc.mean()),
                     accuracy_std=float(acc.std(ddof=ddof)),
                     loss_mean=float(loss.mean()),
-                    loss_std=float(loss.std(ddof=ddof))))
+                    loss_std=float(loss.std(ddof=ddof)),
+                    launch_epsilon=by_z[z][0].get('launch_epsilon')))
   return out
 
 
@@ -148,6 +152,11 @@ def _sweep(noise_multipliers, seeds, extra_flags):
           eval_loss=final['loss'],
           zcdp=privacy.get('zcdp', 0.0),
           epsilon=privacy.get('epsilon', 0.0),
+          # The equivalent launch's privacy (--launch_population): NOT the
+          # run's own guarantee.
+          launch_zcdp=(privacy.get('launch_equivalent') or {}).get('zcdp'),
+          launch_epsilon=(privacy.get('launch_equivalent') or {}).get(
+              'epsilon'),
           unigram_baseline_accuracy=summary['unigram_baseline_accuracy']))
   _write_csv(os.path.join(_ROOT.value, 'noise_sweep.csv'), rows)
   table = summarize(rows)
@@ -162,9 +171,11 @@ def _sweep(noise_multipliers, seeds, extra_flags):
       xlabel='noise multiplier z', ylabel='accuracy (%)')
   print(f'{"z":>6} {"runs":>4} {"accuracy %":>16} {"eval loss":>16}')
   for r in table:
+    launch = (f'   launch-equivalent epsilon {r["launch_epsilon"]:.3f}'
+              if r.get('launch_epsilon') is not None else '')
     print(f'{r["noise_multiplier"]:6g} {r["runs"]:4d} '
           f'{100 * r["accuracy_mean"]:8.2f} +- {100 * r["accuracy_std"]:5.2f} '
-          f'{r["loss_mean"]:8.3f} +- {r["loss_std"]:5.3f}')
+          f'{r["loss_mean"]:8.3f} +- {r["loss_std"]:5.3f}{launch}')
   print(f'Unigram baseline {100 * rows[0]["unigram_baseline_accuracy"]:.2f}%.'
         f' Tables and plot in {_ROOT.value}.')
   return 0

@@ -39,7 +39,8 @@ class NoiseSweepBinaryTest(parameterized.TestCase):
           '--clients_per_round=3', '--vocab_size=100', '--latent_size=8',
           '--embedding_size=4', '--max_elements_per_client=8',
           '--rounds_per_eval=2', '--num_eval_examples=50',
-          '--rounds_per_checkpoint=2']) + '\n')
+          '--rounds_per_checkpoint=2', '--launch_population=1000000'])
+              + '\n')
     args = ['--noise_multipliers=0,2', '--seeds=4',
             f'--training_flagfile={flagfile}', f'--root_output_dir={root}']
     proc = fixtures.run_module('experiments.noise_sweep', *args, timeout=600)
@@ -50,6 +51,11 @@ class NoiseSweepBinaryTest(parameterized.TestCase):
                      [('0.0', '4'), ('2.0', '4')])
     self.assertEqual(float(rows[0]['zcdp']), 0.0)       # No noise, no DP.
     self.assertGreater(float(rows[1]['zcdp']), 0.0)
+    self.assertEqual(rows[0]['launch_epsilon'], '')     # No noise, none.
+    # z = 2 at 3 clients is z = 2 * 6500 / 3 at the launch's report goal.
+    self.assertLess(float(rows[1]['launch_epsilon']),
+                    float(rows[1]['epsilon']))
+    self.assertIn('launch-equivalent epsilon', proc.stdout)
     for r in rows:
       self.assertEqual(r['rounds'], '2')
       self.assertBetween(float(r['eval_in_vocab_accuracy']), 0.0, 1.0)

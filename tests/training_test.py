@@ -111,6 +111,25 @@ class TrainingLoopTest(parameterized.TestCase):
     self.assertIsNone(data.build_client_dataset_computation(
         object(), lambda ds: ds))
 
+  def test_resumed_timer_run_equals_uninterrupted_run(self):
+    # The timer model is stateful: a resumed run replays its rounds.
+    config = dict(participation='timer', timer_hours=1.0, round_minutes=20.0,
+                  daily_active_fraction=0.9, availability_hours=24.0)
+    root = tempfile.mkdtemp()
+    full = os.path.join(root, 'full')
+    first = train(tiny_config(**config), full)
+    killed = os.path.join(root, 'killed')
+    train(tiny_config(**config), killed, stop_after_round=2)
+    resumed = train(tiny_config(**config), killed)
+    for a, b in zip(_weights(full), _weights(killed)):
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    self.assertEqual(first['participation'], resumed['participation'])
+    self.assertEqual(first['privacy']['zcdp'], resumed['privacy']['zcdp'])
+    with open(os.path.join(killed, training.METRICS_FILE)) as f:
+      rows = list(csv.DictReader(f))
+    self.assertEqual([float(r['participation_simulated_hours'])
+                      for r in rows], [0.0, 20 / 60, 40 / 60, 1.0])
+
   def test_resumed_run_equals_uninterrupted_run(self):
     root = tempfile.mkdtemp()
     full = os.path.join(root, 'full')
