@@ -9,7 +9,6 @@ end.
 """
 
 import sys
-import time
 from typing import Callable, Optional
 
 

@@ -65,6 +65,16 @@ def write_json_atomic(path: str, value: Any):
   os.replace(tmp, path)
 
 
+def write_csv_atomic(path: str, rows: Sequence[Dict[str, Any]]):
+  """Writes dict rows (columns: the first row's keys) to a CSV atomically."""
+  tmp = _tmp_path(path)
+  with open(tmp, 'w', newline='', encoding='utf-8') as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+  os.replace(tmp, path)
+
+
 def _read_json(path: str) -> Optional[Dict[str, Any]]:
   if not os.path.isfile(path):
     return None

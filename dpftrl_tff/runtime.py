@@ -18,7 +18,6 @@ import sys
 import time
 from typing import List
 
-from absl import logging
 
 _WORKER_NAME = 'worker_binary'
 _installed = False

@@ -31,7 +31,7 @@ import json
 import os
 import sqlite3
 import tempfile
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import numpy as np
 import tensorflow as tf

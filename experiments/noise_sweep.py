@@ -25,7 +25,6 @@ reuses stale results. It then writes, next to the runs:
       --seeds=1,2,3 -- --total_rounds=100
 """
 
-import csv
 import json
 import math
 import os
@@ -37,6 +36,7 @@ from absl import flags
 import numpy as np
 
 from dpftrl_tff import plotting
+from dpftrl_tff import run_directory
 
 _Z = flags.DEFINE_list('noise_multipliers', ['0', '0.5', '1', '1.5', '2'],
                        'Noise multipliers z (>= 0) to run.')
@@ -117,13 +117,6 @@ def summarize(rows):
   return out
 
 
-def _write_csv(path, rows):
-  with open(path, 'w', newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-
-
 def main(argv):
   extra_flags = argv[1:]
   try:
@@ -158,9 +151,9 @@ def _sweep(noise_multipliers, seeds, extra_flags):
           launch_epsilon=(privacy.get('launch_equivalent') or {}).get(
               'epsilon'),
           unigram_baseline_accuracy=summary['unigram_baseline_accuracy']))
-  _write_csv(os.path.join(_ROOT.value, 'noise_sweep.csv'), rows)
+  run_directory.write_csv_atomic(os.path.join(_ROOT.value, 'noise_sweep.csv'), rows)
   table = summarize(rows)
-  _write_csv(os.path.join(_ROOT.value, 'noise_sweep_summary.csv'), table)
+  run_directory.write_csv_atomic(os.path.join(_ROOT.value, 'noise_sweep_summary.csv'), table)
   plotting.errorbar_plot(
       os.path.join(_ROOT.value, 'noise_sweep.png'),
       [r['noise_multiplier'] for r in table],

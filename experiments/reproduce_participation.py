@@ -21,7 +21,6 @@ every device (about a minute per simulation).
   python -m experiments.reproduce_participation
 """
 
-import csv
 import math
 import os
 
@@ -31,6 +30,7 @@ from absl import flags
 from dpftrl_tff import accounting
 from dpftrl_tff import participation
 from dpftrl_tff import plotting
+from dpftrl_tff import run_directory
 
 _OUTPUT = flags.DEFINE_string('output_dir', 'docs/figures',
                               'Where the CSVs and the figure go.')
@@ -120,18 +120,11 @@ def nwp_table():
   return rows
 
 
-def _write_csv(path, rows):
-  with open(path, 'w', newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-
-
 def main(argv):
   del argv
   os.makedirs(_OUTPUT.value, exist_ok=True)
   figure_rows = timer_figure()
-  _write_csv(os.path.join(_OUTPUT.value, 'timer_min_sep.csv'), figure_rows)
+  run_directory.write_csv_atomic(os.path.join(_OUTPUT.value, 'timer_min_sep.csv'), figure_rows)
   min_sep_series, zcdp_series = [], []
   for population in FIGURE_POPULATIONS:
     points = [r for r in figure_rows if r['population'] == population]
@@ -150,7 +143,7 @@ def main(argv):
       title=(f'Timer model: report goal 6500, 2000 rounds, 5-minute rounds '
              f'(1/{_SCALE.value} scale)'))
   table = nwp_table()
-  _write_csv(os.path.join(_OUTPUT.value, 'nwp_timer_table.csv'), table)
+  run_directory.write_csv_atomic(os.path.join(_OUTPUT.value, 'nwp_timer_table.csv'), table)
   print('| task | pop. | timer | MinS | cap | rounds/day reproducing it | '
         'zCDP | zCDP at cap |')
   print('| --- | --- | --- | --- | --- | --- | --- | --- |')

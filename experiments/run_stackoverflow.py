@@ -12,7 +12,6 @@ The training flags are declared once, in `dpftrl_tff.config.TrainConfig`.
 """
 
 import os
-import sys
 
 from dpftrl_tff import runtime
 
@@ -27,7 +26,6 @@ from dpftrl_tff import config as config_lib
 from dpftrl_tff import console
 from dpftrl_tff import data
 from dpftrl_tff import participation
-from dpftrl_tff import run_directory
 from dpftrl_tff import synthetic
 from dpftrl_tff.aggregators import registry
 # pylint: enable=g-import-not-at-top
