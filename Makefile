@@ -28,10 +28,12 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.accounting_speed
 	$(PY) -m benchmarks.round_time
+	$(PY) -m benchmarks.participation_speed
 
 reproduce: $(STAMP)
 	$(PY) -m experiments.reproduce_tables
 	$(PY) -m experiments.reproduce_privacy_figures
+	$(PY) -m experiments.reproduce_participation
 
 clean:
 	rm -rf $(VENV) build *.egg-info
