@@ -107,7 +107,6 @@ class RunDirectory:
 
   def __init__(self, path: str):
     self.path = path
-    self._lock_file = None
 
   def file(self, name: str) -> str:
     return os.path.join(self.path, name)
@@ -140,12 +139,10 @@ class RunDirectory:
     handle.truncate()
     handle.write(f'pid {os.getpid()}\n')
     handle.flush()
-    self._lock_file = handle
     try:
       self._remove_temporaries()
       yield self
     finally:
-      self._lock_file = None
       fcntl.flock(handle, fcntl.LOCK_UN)
       handle.close()
 

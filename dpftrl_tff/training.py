@@ -271,13 +271,10 @@ def privacy_spent(config: TrainConfig, rounds: int,
   report = mechanism.privacy(config, rounds, max_p, min(min_sep, rounds - 1))
   if report is None:
     return None
-  out = dict(rounds=rounds, noise_multiplier=config.noise_multiplier,
-             restart_rounds=list(report.restart_rounds),
-             observed_max_participation=max_p,
-             observed_min_separation=log.min_separation,
-             zcdp=report.zcdp, epsilon=report.epsilon, delta=report.delta)
+  out = _privacy_dict(report, observed_max_participation=max_p,
+                      observed_min_separation=log.min_separation,
+                      planned=None)
   planned = sampler.planned(rounds) if sampler is not None else None
-  out['planned'] = None
   if planned is not None:
     out['planned'] = _privacy_dict(
         mechanism.privacy(config, rounds, planned['max_participation'],
