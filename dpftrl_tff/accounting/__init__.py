@@ -8,7 +8,10 @@ Public API:
   inflated_clip_norm, linf_bound, modulus, bits_per_parameter (secagg.py)
   max_min_separation, worst_case_max_participation (population.py)
   max_possible_participation                      (tree.py)
-  compute_privacy (this file: everything for one configuration)
+  BLT, band_from_min_separation, blt_sensitivity_squared,
+  minsep_sensitivity_squared, blt_prefix_variance,
+  tree_prefix_variance                            (toeplitz.py)
+  compute_privacy (this file: everything for one configuration, tree or BLT)
 """
 
 import dataclasses
@@ -36,6 +39,12 @@ from dpftrl_tff.accounting.tree import compute_zcdp_single_tree
 from dpftrl_tff.accounting.tree import compute_zcdp_with_restarts
 from dpftrl_tff.accounting.tree import max_possible_participation
 from dpftrl_tff.accounting.tree import max_sensitivity_squared
+from dpftrl_tff.accounting.toeplitz import band_from_min_separation
+from dpftrl_tff.accounting.toeplitz import BLT
+from dpftrl_tff.accounting.toeplitz import blt_prefix_variance
+from dpftrl_tff.accounting.toeplitz import blt_sensitivity_squared
+from dpftrl_tff.accounting.toeplitz import minsep_sensitivity_squared
+from dpftrl_tff.accounting.toeplitz import tree_prefix_variance
 from dpftrl_tff.accounting.tree import paper_restart_rounds
 
 
@@ -56,6 +65,8 @@ class PrivacyReport:
   value_noise_multiplier: Optional[float] = None
   clipped_count_stddev: Optional[float] = None
   secagg: Optional[dict] = None
+  mechanism: str = 'tree'
+  blt: Optional[dict] = None
 
   def as_dict(self) -> dict:
     return dataclasses.asdict(self)
@@ -71,8 +82,14 @@ def compute_privacy(*, rounds: int, noise_multiplier: float,
                     model_dim: Optional[int] = None,
                     clip_norm: Optional[float] = None,
                     alpha: float = DEFAULT_ALPHA,
-                    with_epsilon: bool = True) -> PrivacyReport:
+                    with_epsilon: bool = True,
+                    blt: Optional[BLT] = None) -> PrivacyReport:
   """rho-zCDP and (epsilon, delta) of one DP-FTRL configuration.
+
+  The noise is the tree's (Kairouz et al. 2021), or with `blt` the BLT's
+  (toeplitz.py): then sens^2 is the min-separation sensitivity of the BLT's
+  Toeplitz matrix (Theorem 2 of arXiv 2405.13763, a float) and there are no
+  restarts or adaptive clipping.
 
   Args:
     rounds: T.
@@ -90,6 +107,7 @@ def compute_privacy(*, rounds: int, noise_multiplier: float,
       the sensitivity from C to C_inflated (noise std stays z C).
     alpha: SecAgg rounding parameter.
     with_epsilon: compute epsilon (PLD takes ~0.1 s); NaN when False.
+    blt: the strategy matrix of BLT-DP-FTRL; None for tree aggregation.
   """
   rounds = checks.check_int(rounds, 'rounds', minimum=1)
   z = checks.check_positive(noise_multiplier, 'noise_multiplier')
@@ -127,8 +145,17 @@ def compute_privacy(*, rounds: int, noise_multiplier: float,
         'linf_bound': linf_bound(clip_norm, d, secagg_scale),
         'alpha': alpha,
     }
-  sens2 = max_sensitivity_squared(rounds, max_participation, min_separation,
-                                  restart_rounds)
+  if blt is None:
+    sens2 = max_sensitivity_squared(rounds, max_participation,
+                                    min_separation, restart_rounds)
+  else:
+    if restart_rounds or clipped_count_stddev is not None:
+      raise ValueError('BLT noise has no tree restarts and no adaptive '
+                       'clipping; restart_rounds and clipped_count_stddev '
+                       'must be unset with blt.')
+    sens2 = blt_sensitivity_squared(blt, rounds=rounds,
+                                    min_separation=min_separation,
+                                    max_participation=max_participation)
   rho = sens2 / (2.0 * effective_z**2)
   return PrivacyReport(
       rounds=rounds,
@@ -145,4 +172,6 @@ def compute_privacy(*, rounds: int, noise_multiplier: float,
       value_noise_multiplier=value_noise,
       clipped_count_stddev=clipped_count_stddev,
       secagg=secagg_info,
+      mechanism='tree' if blt is None else 'blt',
+      blt=None if blt is None else blt.as_dict(),
   )
