@@ -8,6 +8,8 @@ per round, for:
   tff_adaptive DP-FTRL with adaptive clipping (Algorithm 1),
   tff_secagg   DP-FTRL with SecAgg discretization (Algorithm 2, s = 2^10;
                the rotation pads 2.4M parameters to 2^22),
+  tff_blt      BLT-DP-FTRL (fixed clip, BLT noise optimized for the de-DE
+               setting T = 930, MinS 212, MaxP 4: 3 buffers),
   keras        a plain Keras loop doing the same client work (SGD from the
                global model on every client's batches, averaged deltas)
                over the same client tf.data datasets (built before the
@@ -15,7 +17,7 @@ per round, for:
                the cohort's client ids, as training does),
   keras_in_memory  the same loop over batches materialized in memory
                beforehand (no input pipeline: a compute-only bound),
-  agg_none, agg_dp_ftrl, agg_adaptive, agg_secagg
+  agg_none, agg_dp_ftrl, agg_adaptive, agg_secagg, agg_blt
                the model-update aggregation alone (see
                `_run_aggregation_case`): its cost per round, with which the
                summary states each aggregator's overhead against the
@@ -79,8 +81,8 @@ _RESIDENT = flags.DEFINE_bool(
 _REPEATS = flags.DEFINE_integer(
     'repeats', 1, 'Runs of every case, interleaved; the summary uses medians.')
 CASES = ('keras', 'keras_in_memory', 'tff_none', 'tff_dp_ftrl',
-         'tff_adaptive', 'tff_secagg', 'agg_none', 'agg_dp_ftrl',
-         'agg_adaptive', 'agg_secagg')
+         'tff_adaptive', 'tff_secagg', 'tff_blt', 'agg_none', 'agg_dp_ftrl',
+         'agg_adaptive', 'agg_secagg', 'agg_blt')
 _CASES = flags.DEFINE_list('cases', list(CASES), 'Cases to run.')
 
 
@@ -219,9 +221,13 @@ def _run_case(case, clients, rounds):
       aggregator={'tff_dp_ftrl': 'dp_ftrl', 'tff_secagg': 'dp_ftrl',
                   'tff_adaptive': 'dp_ftrl_adaptive', 'agg_dp_ftrl': 'dp_ftrl',
                   'agg_secagg': 'dp_ftrl', 'agg_adaptive': 'dp_ftrl_adaptive',
+                  'tff_blt': 'dp_ftrl_blt', 'agg_blt': 'dp_ftrl_blt',
                   }.get(case, 'none'),
       secagg=case in ('tff_secagg', 'agg_secagg'), secagg_scale=1024.0,
       noise_multiplier=0.3, clip_norm=1.0, seed=0, debug_measurements=False)
+  if case.endswith('_blt'):   # The BLT of the de-DE setting.
+    config.total_rounds, config.blt_min_separation = 930, 212
+    config.blt_max_participation = 4
   if case.startswith('agg_'):
     return _run_aggregation_case(case, clients, rounds, config)
   vocab = data.load_vocab(_cache_dir(), config.vocab_size)
@@ -431,7 +437,9 @@ def main(argv):
          ' (goal <= 5% at 50 clients)'),
         ('adaptive over DP-FTRL', 'tff_dp_ftrl', 'tff_adaptive', ''),
         ('SecAgg over DP-FTRL', 'tff_dp_ftrl', 'tff_secagg',
-         ' (goal <= 30% at 50 clients)')):
+         ' (goal <= 30% at 50 clients)'),
+        ('BLT over DP-FTRL', 'tff_dp_ftrl', 'tff_blt',
+         ' (goal <= 5% at 50 clients)')):
       _print_overhead(label, runs_by_case, medians, base, case, goal)
     _print_aggregation_cost(medians, 'agg_none', 'agg_dp_ftrl', 'tff_none',
                             'DP-FTRL', ' (goal <= 5% at 50 clients)')
@@ -440,6 +448,8 @@ def main(argv):
     _print_aggregation_cost(medians, 'agg_dp_ftrl', 'agg_secagg',
                             'tff_dp_ftrl', 'SecAgg',
                             ' (goal <= 30% at 50 clients)')
+    _print_aggregation_cost(medians, 'agg_dp_ftrl', 'agg_blt', 'tff_dp_ftrl',
+                            'BLT noise', ' (goal <= 5% at 50 clients)')
   return 0
 
 

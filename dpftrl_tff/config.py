@@ -53,11 +53,12 @@ class TrainConfig:
   aggregator: str = _field(
       'dp_ftrl', 'Model-update aggregation (see '
       'dpftrl_tff.aggregators.registry): none (plain FedAvg mean), dp_ftrl '
-      '(fixed clip, tree noise) or dp_ftrl_adaptive (Algorithm 1).',
+      '(fixed clip, tree noise), dp_ftrl_adaptive (Algorithm 1) or '
+      'dp_ftrl_blt (fixed clip, BLT noise).',
       flag_type='enum')
   noise_multiplier: float = _field(
       0.0, 'Noise multiplier z: tree node noise std z * C (adaptive: the '
-      'equivalent z of Theorem 1).')
+      'equivalent z of Theorem 1; BLT: noise z * C * (C^-1 Z)_t).')
   clip_norm: float = _field(1.0, 'l2 clip norm C of client updates (fixed '
                             'clip, and SecAgg).')
   noise_seed: Optional[int] = _field(
@@ -79,12 +80,29 @@ class TrainConfig:
       1024, 'dp_ftrl_adaptive: then a restart every this many rounds.')
   secagg: bool = _field(
       False, 'SecAgg-style discretization of client updates (Algorithm 2), '
-      'with aggregator none or dp_ftrl; DP noise is calibrated to '
-      'C_inflated.')
+      'with aggregator none, dp_ftrl or dp_ftrl_blt; DP noise is calibrated '
+      'to C_inflated.')
   secagg_scale: float = _field(1024.0, 'SecAgg scale s.')
   secagg_debug: bool = _field(
       False, 'Also record the l2 distance between the decoded and the true '
       'clipped sum (simulation only).')
+  blt_params: Optional[str] = _field(
+      None, 'dp_ftrl_blt: JSON file with the BLT (lists buf_decay and '
+      'output_scale, e.g. a run\'s blt.json). Unset: optimized for '
+      '--total_rounds and the planned participation.')
+  blt_num_buffers: Optional[int] = _field(
+      None, 'dp_ftrl_blt: buffers of the optimized BLT, 1 to 7. Unset: '
+      'added while the loss improves by 1%.')
+  blt_error: str = _field(
+      'max', 'dp_ftrl_blt: optimize the max or the mean squared error of '
+      'the noisy prefix sums.', flag_type='enum')
+  blt_min_separation: Optional[int] = _field(
+      None, 'dp_ftrl_blt: MinS the BLT is optimized for. Unset: the '
+      'participation model\'s guarantee (min_sep_groups) or floor(N / m) - 1 '
+      'for N training clients.')
+  blt_max_participation: Optional[int] = _field(
+      None, 'dp_ftrl_blt: MaxP the BLT is optimized for. Unset: as many as '
+      'fit in --total_rounds.')
   # Participation (dpftrl_tff.participation).
   participation: str = _field(
       'uniform', 'Who takes part in each round: uniform (independent '
@@ -218,6 +236,18 @@ def resumable_fields():
                if f.metadata.get('resumable'))
 
 
+def default_enum_values() -> Dict[str, Any]:
+  """Allowed values of TrainConfig's enum fields, from their modules."""
+  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff import participation
+  from dpftrl_tff.accounting import blt_optimizer
+  from dpftrl_tff.aggregators import registry
+  # pylint: enable=g-import-not-at-top
+  return dict(aggregator=registry.names(), participation=participation.MODELS,
+              shortfall=participation.SHORTFALL_POLICIES,
+              blt_error=blt_optimizer.ERRORS)
+
+
 def define_flags(flag_values=None, config_class=TrainConfig, *,
                  enum_values: Optional[Dict[str, Any]] = None):
   """Defines one absl flag per config field; returns {name: FlagHolder}.
@@ -226,11 +256,12 @@ def define_flags(flag_values=None, config_class=TrainConfig, *,
     flag_values: the absl FlagValues to define them in (default FLAGS).
     config_class: the dataclass whose fields become flags.
     enum_values: allowed values of the fields declared with
-      flag_type='enum'.
+      flag_type='enum' (default: `default_enum_values()`).
   """
   from absl import flags  # pylint: disable=g-import-not-at-top
   flag_values = flags.FLAGS if flag_values is None else flag_values
-  enum_values = enum_values or {}
+  if enum_values is None:
+    enum_values = default_enum_values()
   holders = {}
   for field in dataclasses.fields(config_class):
     help_text = field.metadata.get('help', field.name)

@@ -59,6 +59,12 @@ def describe_os_error(e: OSError) -> str:
   return f'cannot use{where}: {reason}{hint}.'
 
 
+def _noise_text(privacy: Dict[str, Any]) -> str:
+  if privacy.get('mechanism') == 'blt':
+    return 'BLT noise'
+  return f'{len(privacy["restart_rounds"])} tree restarts'
+
+
 def summary_text(summary: Dict[str, Any]) -> str:
   """The final lines of a training run: accuracy and privacy spent."""
   lines = []
@@ -82,7 +88,7 @@ def summary_text(summary: Dict[str, Any]) -> str:
         f'Privacy spent: rho-zCDP {privacy["zcdp"]:.4g}, epsilon '
         f'{privacy["epsilon"]:.3f} at delta {privacy["delta"]:g} '
         f'(z={privacy["noise_multiplier"]:g}, T={privacy["rounds"]}, '
-        f'{len(privacy["restart_rounds"])} tree restarts, observed '
+        f'{_noise_text(privacy)}, observed '
         f'MaxP={privacy["observed_max_participation"]}, '
         f'MinS={min_sep_text})')
     planned = privacy.get('planned')

@@ -13,6 +13,7 @@ of (seed, t), the model initializer is seeded, and the aggregator state
 
 import dataclasses
 import datetime
+import json
 import os
 import subprocess
 import sys
@@ -219,7 +220,8 @@ def _privacy_dict(report, **extra):
               noise_multiplier=report.noise_multiplier,
               max_participation=report.max_participation,
               min_separation=report.min_separation,
-              restart_rounds=list(report.restart_rounds), zcdp=report.zcdp,
+              restart_rounds=list(report.restart_rounds),
+              mechanism=report.mechanism, zcdp=report.zcdp,
               epsilon=report.epsilon, delta=report.delta)
 
 
@@ -370,6 +372,69 @@ def _round_row(config, result: loop.RoundResult, clip_in_force):
   return row, clip_in_force
 
 
+def plan_blt(config: TrainConfig, num_clients: int):
+  """Fills in the participation a dp_ftrl_blt run's BLT is optimized for.
+
+  Unset --blt_min_separation becomes the participation model's guaranteed
+  MinS (min_sep_groups; its MaxP too when --blt_max_participation is unset),
+  otherwise the best separation N clients allow at report goal m,
+  floor(N / m) - 1, at most T - 1. Deterministic, so a resumed run plans
+  the same BLT.
+  """
+  if config.aggregator != 'dp_ftrl_blt' or config.blt_params is not None:
+    return
+  if config.blt_min_separation is not None:
+    return
+  planned = config.build_sampler(num_clients).planned(config.total_rounds)
+  if planned is not None:
+    min_sep = planned['min_separation']
+    if config.blt_max_participation is None:
+      config.blt_max_participation = planned['max_participation']
+  else:
+    min_sep = accounting.max_min_separation(num_clients,
+                                            config.clients_per_round)
+  config.blt_min_separation = int(min(min_sep, config.total_rounds - 1))
+
+
+def _blt_file(run_dir) -> str:
+  return run_dir.file('blt.json')
+
+
+def _pin_saved_blt(config: TrainConfig, run_dir):
+  """A resumed dp_ftrl_blt run keeps the BLT it started with (blt.json).
+
+  An optimized BLT is taken from the file rather than optimized again (the
+  same up to floating point); a given --blt_params must equal it.
+  """
+  path = _blt_file(run_dir)
+  if config.aggregator != 'dp_ftrl_blt' or not os.path.exists(path):
+    return
+  with open(path) as f:
+    saved = json.load(f)
+  saved_blt = accounting.BLT.from_dict(
+      {k: saved[k] for k in ('buf_decay', 'output_scale')}, source=path)
+  if config.blt_params is None:
+    registry.pin_blt(config, saved_blt)
+    return
+  blt = accounting.BLT.load(config.blt_params)
+  if blt != saved_blt:
+    raise run_directory.RunDirectoryError(
+        f'{path} holds the BLT {saved_blt} this run started with, but '
+        f'--blt_params={config.blt_params} is {blt}; resume with the same '
+        f'BLT.')
+
+
+def _record_blt(config: TrainConfig, run_dir, print_fn):
+  """Writes the run's BLT and what it was optimized for to blt.json."""
+  path = _blt_file(run_dir)
+  optimized, blt = registry.optimized_blt(config)
+  if not os.path.exists(path):
+    value = (optimized.as_dict() if optimized is not None else
+             dict(blt.as_dict(), source=os.path.abspath(config.blt_params)))
+    run_directory.write_json_atomic(path, value)
+  print_fn(f'BLT noise: {blt} (in {path}).')
+
+
 def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
           output_dir: str, data_description: Optional[Dict] = None,
           stop_after_round: Optional[int] = None,
@@ -399,6 +464,7 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
     progress_stream: stream of the progress line (default stdout).
   """
   config.validate(num_train_clients=len(train_data.client_ids))
+  plan_blt(config, len(train_data.client_ids))
   check_memory(config)
   run_dir = run_directory.RunDirectory(output_dir)
   with run_dir.lock():
@@ -454,6 +520,7 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
   eval_dataset = data.build_eval_dataset(
       eval_data, vocab, num_examples=config.num_eval_examples,
       sequence_length=config.sequence_length)
+  _pin_saved_blt(config, run_dir)
   process = build_learning_process(config)
   # Built after TFF has traced its graphs: Keras invalidates models made
   # before a tf.compat.v1 graph builds layers.
@@ -472,6 +539,8 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
       (previous or {}).get(run_directory.PROVENANCE_KEY, []) +
       [dict(provenance(), resumed_from_round=start_round)])
   run_dir.claim(hparams)   # The run has started: the directory is its own.
+  if config.aggregator == 'dp_ftrl_blt':
+    _record_blt(config, run_dir, print_fn)
 
   client_ids = list(train_data.client_ids)
   sampler = config.build_sampler(len(client_ids))

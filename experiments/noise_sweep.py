@@ -25,10 +25,8 @@ reuses stale results. It then writes, next to the runs:
       --seeds=1,2,3 -- --total_rounds=100
 """
 
-import json
 import math
 import os
-import subprocess
 import sys
 
 from absl import app
@@ -37,6 +35,7 @@ import numpy as np
 
 from dpftrl_tff import plotting
 from dpftrl_tff import run_directory
+from experiments import training_runs
 
 _Z = flags.DEFINE_list('noise_multipliers', ['0', '0.5', '1', '1.5', '2'],
                        'Noise multipliers z (>= 0) to run.')
@@ -47,8 +46,6 @@ _FLAGFILE = flags.DEFINE_string(
     'Flag file of experiments.run_stackoverflow for every run.')
 _ROOT = flags.DEFINE_string('root_output_dir', 'runs/noise_sweep',
                             'Where the runs and the sweep tables go.')
-
-_SUMMARY = 'summary.json'
 
 
 def _parse_grid():
@@ -81,21 +78,10 @@ def run_name(z: float, seed: int) -> str:
 
 def _run(z, seed, extra_flags):
   """Runs one training (unless done); its summary dict."""
-  output_dir = os.path.join(_ROOT.value, run_name(z, seed))
-  summary_path = os.path.join(output_dir, _SUMMARY)
-  command = [sys.executable, '-m', 'experiments.run_stackoverflow',
-             f'--flagfile={_FLAGFILE.value}',
-             f'--root_output_dir={_ROOT.value}',
-             f'--experiment_name={run_name(z, seed)}',
-             f'--noise_multiplier={z!r}', f'--seed={seed}', *extra_flags]
-  print(f'--- {run_name(z, seed)}: {" ".join(command[1:])}', flush=True)
-  proc = subprocess.run(command, check=False)
-  if proc.returncode or not os.path.isfile(summary_path):
-    raise RuntimeError(f'The run {run_name(z, seed)} failed or was refused '
-                       f'(exit code {proc.returncode}); see its output '
-                       f'above.')
-  with open(summary_path) as f:
-    return json.load(f)
+  return training_runs.run_training(
+      _ROOT.value, run_name(z, seed),
+      [f'--flagfile={_FLAGFILE.value}', f'--noise_multiplier={z!r}',
+       f'--seed={seed}', *extra_flags])
 
 
 def summarize(rows):

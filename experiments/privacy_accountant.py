@@ -11,6 +11,10 @@ Examples:
   python -m experiments.privacy_accountant --rounds=2000 --noise_multiplier=7 \
       --min_separation=300 --report_goal=6500 --adaptive_clipping \
       --restart_rounds=paper
+  # BLT noise (BLT-DP-FTRL) at the same setting, the BLT optimized on the spot
+  # for these T, MinS and MaxP (or read with --blt_params=FILE).
+  python -m experiments.privacy_accountant --rounds=930 --noise_multiplier=7 \
+      --min_separation=212 --max_participation=4 --mechanism=blt
 """
 
 import json
@@ -20,6 +24,7 @@ from absl import app
 from absl import flags
 
 from dpftrl_tff import accounting
+from dpftrl_tff.accounting import blt_optimizer
 
 _ROUNDS = flags.DEFINE_integer('rounds', None, 'Total training rounds T.')
 _NOISE = flags.DEFINE_float(
@@ -59,6 +64,21 @@ _SECAGG_SCALE = flags.DEFINE_float('secagg_scale', None,
 _MODEL_DIM = flags.DEFINE_integer('model_dim', None,
                                   'Number of model parameters d (SecAgg).')
 _CLIP = flags.DEFINE_float('clip_norm', None, 'l2 clip norm C (SecAgg).')
+_MECHANISM = flags.DEFINE_enum(
+    'mechanism', 'tree', ['tree', 'blt'],
+    'The correlated noise: tree aggregation (the paper) or a BLT (buffered '
+    'linear Toeplitz, BLT-DP-FTRL).')
+_BLT_PARAMS = flags.DEFINE_string(
+    'blt_params', None, 'With --mechanism=blt: JSON file with the BLT '
+    '(lists buf_decay and output_scale; a run\'s blt.json). Unset: the BLT '
+    'is optimized for --rounds, --min_separation and --max_participation.')
+_BLT_BUFFERS = flags.DEFINE_integer(
+    'blt_num_buffers', None, 'With --mechanism=blt and no --blt_params: '
+    'buffers, 1 to 7 (unset: added while the loss improves by 1%).')
+_BLT_ERROR = flags.DEFINE_enum(
+    'blt_error', 'max', list(blt_optimizer.ERRORS),
+    'With --mechanism=blt and no --blt_params: optimize the max or mean '
+    'squared error of the prefix sums.')
 _JSON = flags.DEFINE_bool('json', False, 'Print one JSON object.')
 
 
@@ -105,7 +125,9 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
                  min_separation=None, population=None, report_goal=None,
                  delta=accounting.DEFAULT_DELTA, restart_rounds=None,
                  adaptive_clipping=False, clipped_count_stddev=None,
-                 secagg_scale=None, model_dim=None, clip_norm=None):
+                 secagg_scale=None, model_dim=None, clip_norm=None,
+                 mechanism='tree', blt_params=None, blt_num_buffers=None,
+                 blt_error='max'):
   """Validates flag values and returns the report as a dict."""
   for name, value in (('rounds', rounds),
                       ('noise_multiplier', noise_multiplier)):
@@ -149,12 +171,20 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
       clipped_count_stddev = accounting.default_clipped_count_stddev(
           report_goal)
   restarts = parse_restart_rounds(restart_rounds, rounds)
+  blt, optimized = _blt(mechanism, blt_params, blt_num_buffers, blt_error,
+                        rounds=rounds, min_separation=min_separation,
+                        max_participation=max_participation,
+                        tree_only=dict(restart_rounds=restarts,
+                                       adaptive_clipping=(
+                                           clipped_count_stddev is not None)))
   report = accounting.compute_privacy(
       rounds=rounds, noise_multiplier=noise_multiplier,
       max_participation=max_participation, min_separation=min_separation,
       restart_rounds=restarts, delta=delta,
       clipped_count_stddev=clipped_count_stddev, secagg_scale=secagg_scale,
-      model_dim=model_dim, clip_norm=clip_norm).as_dict()
+      model_dim=model_dim, clip_norm=clip_norm, blt=blt).as_dict()
+  if optimized is not None:
+    report['blt'] = optimized.as_dict()
   report['restart_rounds'] = list(report['restart_rounds'])
   report['requested_max_participation'] = max_participation
   possible = accounting.max_possible_participation(rounds, min_separation)
@@ -172,6 +202,44 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   return report
 
 
+def _blt(mechanism, blt_params, blt_num_buffers, blt_error, *, rounds,
+         min_separation, max_participation, tree_only):
+  """The BLT of --mechanism=blt (read or optimized), and its optimization."""
+  if mechanism == 'tree':
+    given = [f'--{name}' for name, value in (
+        ('blt_params', blt_params), ('blt_num_buffers', blt_num_buffers))
+             if value is not None]
+    if given:
+      raise ValueError(f'{", ".join(given)} need --mechanism=blt.')
+    return None, None
+  if mechanism != 'blt':
+    raise ValueError(f'--mechanism={mechanism!r} is unknown; allowed: tree, '
+                     f'blt.')
+  if tree_only['restart_rounds'] or tree_only['adaptive_clipping']:
+    raise ValueError('--restart_rounds and --adaptive_clipping are tree '
+                     'aggregation\'s; BLT noise has neither.')
+  if blt_params is not None:
+    if blt_num_buffers is not None:
+      raise ValueError('--blt_num_buffers chooses how the BLT is optimized; '
+                       'it has no effect with --blt_params.')
+    try:
+      blt = accounting.BLT.load(blt_params)
+      accounting.blt_sensitivity_squared(blt, rounds=rounds,
+                                         min_separation=0)
+      return blt, None
+    except ValueError as e:
+      raise ValueError(f'--blt_params={blt_params}: {e}') from None
+  if blt_num_buffers is not None and not (
+      1 <= blt_num_buffers <= blt_optimizer.MAX_BUFFERS):
+    raise ValueError(f'--blt_num_buffers must be an integer in [1, '
+                     f'{blt_optimizer.MAX_BUFFERS}], got {blt_num_buffers}.')
+  optimized = blt_optimizer.optimize(
+      rounds=rounds, min_separation=min_separation,
+      max_participation=max_participation, num_buffers=blt_num_buffers,
+      error=blt_error)
+  return optimized.blt, optimized
+
+
 def _maxp_note(r):
   requested = r['requested_max_participation']
   if requested is None:
@@ -185,7 +253,8 @@ def _maxp_note(r):
 
 def format_report(r):
   lines = [
-      'DP-FTRL privacy',
+      'DP-FTRL privacy' + (', BLT noise' if r['mechanism'] == 'blt' else
+                           ', tree aggregation'),
       f'  rounds T                : {r["rounds"]}',
       f'  noise multiplier z      : {r["noise_multiplier"]:g}',
       f'  min separation MinS     : {r["min_separation"]}',
@@ -213,8 +282,15 @@ def format_report(r):
     if 'modulus' in s:
       lines.append(f'                            modulus M = {s["modulus"]}, '
                    f'{s["bits_per_parameter"]} bits per parameter')
+  if r['blt'] is not None:
+    lines.append(f'  BLT buffer decays       : '
+                 f'{[float(f"{x:.10g}") for x in r["blt"]["buf_decay"]]}')
+    lines.append(f'  BLT output scales       : '
+                 f'{[float(f"{x:.10g}") for x in r["blt"]["output_scale"]]}')
+  sens_label = ('sensitivity^2 (BLT)' if r['mechanism'] == 'blt' else
+                'sum of squared counts')
   lines += [
-      f'  sum of squared counts   : {r["sensitivity_squared"]}',
+      f'  {sens_label:<24}: {r["sensitivity_squared"]:.10g}',
       f'  rho-zCDP                : {r["zcdp"]:.6g}',
       f'  epsilon (PLD)           : {r["epsilon"]:.4f} at delta = '
       f'{r["delta"]:g}',
@@ -235,7 +311,9 @@ def main(argv):
         adaptive_clipping=_ADAPTIVE.value,
         clipped_count_stddev=_SIGMA_B.value,
         secagg_scale=_SECAGG_SCALE.value, model_dim=_MODEL_DIM.value,
-        clip_norm=_CLIP.value)
+        clip_norm=_CLIP.value, mechanism=_MECHANISM.value,
+        blt_params=_BLT_PARAMS.value, blt_num_buffers=_BLT_BUFFERS.value,
+        blt_error=_BLT_ERROR.value)
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2

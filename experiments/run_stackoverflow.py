@@ -25,9 +25,7 @@ from absl import logging
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import console
 from dpftrl_tff import data
-from dpftrl_tff import participation
 from dpftrl_tff import synthetic
-from dpftrl_tff.aggregators import registry
 # pylint: enable=g-import-not-at-top
 
 # Data and output.
@@ -60,10 +58,7 @@ _STOP_AFTER = flags.DEFINE_integer(
     'stop_after_round', None,
     'Stop after this many rounds as if killed (testing resumption).')
 # Training: one flag per TrainConfig field.
-_CONFIG = config_lib.define_flags(
-    enum_values=dict(aggregator=registry.names(),
-                     participation=participation.MODELS,
-                     shortfall=participation.SHORTFALL_POLICIES))
+_CONFIG = config_lib.define_flags()
 flags.adopt_module_key_flags(config_lib)   # Listed by --helpshort too.
 
 

@@ -63,6 +63,18 @@ class PrivacyAccountantTest(parameterized.TestCase):
        "--restart_rounds='periodic:200:10'"),
       ('negative_min_sep', ['--rounds=100', '--noise_multiplier=1',
                             '--min_separation=-2'], '--min_separation'),
+      ('blt_file_with_tree', ['--rounds=10', '--noise_multiplier=1',
+                              '--blt_params=/tmp/x.json'], '--blt_params'),
+      ('blt_with_restarts', ['--rounds=100', '--noise_multiplier=1',
+                             '--mechanism=blt', '--restart_rounds=50'],
+       '--restart_rounds'),
+      ('missing_blt_file', ['--rounds=100', '--noise_multiplier=1',
+                            '--mechanism=blt',
+                            '--blt_params=/nonexistent/blt.json'],
+       '--blt_params=/nonexistent/blt.json: Cannot read'),
+      ('blt_buffers', ['--rounds=100', '--noise_multiplier=1',
+                       '--mechanism=blt', '--blt_num_buffers=9'],
+       '--blt_num_buffers'),
   )
   def test_bad_input_names_the_flag(self, args, flag):
     proc = _run('experiments.privacy_accountant', *args)
@@ -71,6 +83,23 @@ class PrivacyAccountantTest(parameterized.TestCase):
     self.assertNotIn('Traceback', proc.stderr)
     self.assertNotIn('restart_warmup', proc.stderr)   # Not this binary's.
     self.assertNotRegex(proc.stderr, r'error: --[A-Z]')   # No stray --.
+
+  def test_blt_json_matches_library(self):
+    path = os.path.join(tempfile.mkdtemp(), 'blt.json')
+    with open(path, 'w') as f:
+      json.dump({'buf_decay': [0.99, 0.6], 'output_scale': [0.1, 0.3]}, f)
+    proc = _run('experiments.privacy_accountant', '--rounds=930',
+                '--noise_multiplier=7', '--min_separation=212',
+                '--max_participation=4', '--mechanism=blt',
+                f'--blt_params={path}', '--json')
+    self.assertEqual(proc.returncode, 0, proc.stderr)
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    expected = accounting.compute_privacy(
+        rounds=930, noise_multiplier=7, min_separation=212,
+        max_participation=4,
+        blt=accounting.BLT([0.99, 0.6], [0.1, 0.3]))
+    self.assertAlmostEqual(report['zcdp'], expected.zcdp, places=12)
+    self.assertEqual(report['mechanism'], 'blt')
 
   def test_impossible_max_participation_reports_the_effective_one(self):
     proc = _run('experiments.privacy_accountant', '--rounds=100',

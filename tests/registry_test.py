@@ -12,7 +12,6 @@ import tensorflow_federated as tff
 from dpftrl_tff import accounting
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import models
-from dpftrl_tff import participation
 from dpftrl_tff.aggregators import dp_ftrl
 from dpftrl_tff.aggregators import registry
 
@@ -27,7 +26,7 @@ class RegistryTest(parameterized.TestCase):
 
   def test_names_and_unknown(self):
     self.assertEqual(registry.names(),
-                     ('none', 'dp_ftrl', 'dp_ftrl_adaptive'))
+                     ('none', 'dp_ftrl', 'dp_ftrl_adaptive', 'dp_ftrl_blt'))
     with self.assertRaisesRegex(ValueError, "--aggregator='dp_sgd' is "
                                 'unknown; allowed: none, dp_ftrl'):
       registry.get('dp_sgd')
@@ -106,10 +105,7 @@ class ConfigTest(absltest.TestCase):
 
   def test_flags_come_from_the_config(self):
     values = flags.FlagValues()
-    holders = config_lib.define_flags(
-        values, enum_values=dict(aggregator=registry.names(),
-                                 participation=participation.MODELS,
-                                 shortfall=participation.SHORTFALL_POLICIES))
+    holders = config_lib.define_flags(values)
     self.assertEqual(set(holders),
                      {f.name for f in dataclasses.fields(
                          config_lib.TrainConfig)})

@@ -130,16 +130,28 @@ class TrainingLoopTest(parameterized.TestCase):
     self.assertEqual([float(r['participation_simulated_hours'])
                       for r in rows], [0.0, 20 / 60, 40 / 60, 1.0])
 
-  def test_resumed_run_equals_uninterrupted_run(self):
+  @parameterized.named_parameters(
+      ('tree', 'dp_ftrl'),
+      ('blt', 'dp_ftrl_blt'))   # The BLT buffers continue after resuming.
+  def test_resumed_run_equals_uninterrupted_run(self, aggregator):
     root = tempfile.mkdtemp()
     full = os.path.join(root, 'full')
-    train(tiny_config(), full)
+    train(tiny_config(aggregator=aggregator), full)
     killed = os.path.join(root, 'killed')
-    summary = train(tiny_config(), killed, stop_after_round=2)
+    summary = train(tiny_config(aggregator=aggregator), killed,
+                    stop_after_round=2)
     self.assertEqual(summary['rounds'], 2)
-    train(tiny_config(), killed)   # resumes from round 2
+    final = train(tiny_config(aggregator=aggregator), killed)  # from round 2
     for a, b in zip(_weights(full), _weights(killed)):
       np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    if aggregator == 'dp_ftrl_blt':
+      self.assertEqual(final['privacy']['mechanism'], 'blt')
+      with open(os.path.join(killed, 'blt.json')) as f:
+        saved = json.load(f)
+      # Optimized for T = 4 and the population's MinS (capped at T - 1).
+      self.assertEqual(saved['optimized_for']['rounds'], 4)
+      self.assertEqual(saved['optimized_for']['min_separation'], 3)
+      return
     with open(os.path.join(killed, training.METRICS_FILE)) as f:
       rounds = [int(r['round']) for r in csv.DictReader(f)]
     self.assertEqual(rounds, [1, 2, 3, 4])
@@ -248,10 +260,12 @@ class TrainingLoopTest(parameterized.TestCase):
     self.assertNotEqual(in_force[1], in_force[2])
     self.assertEqual(summary['privacy']['restart_rounds'], [2])
 
-  def test_secagg_inside_dp_ftrl(self):
+  @parameterized.named_parameters(('tree', 'dp_ftrl'),
+                                  ('blt', 'dp_ftrl_blt'))
+  def test_secagg_inside(self, aggregator):
     out = os.path.join(tempfile.mkdtemp(), 'secagg')
     train(tiny_config(total_rounds=2, secagg=True, secagg_scale=4096.0,
-                      secagg_debug=True), out)
+                      secagg_debug=True, aggregator=aggregator), out)
     with open(os.path.join(out, training.METRICS_FILE)) as f:
       rows = list(csv.DictReader(f))
     for row in rows:

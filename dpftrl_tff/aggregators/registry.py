@@ -8,7 +8,7 @@ else branches on the aggregator's name. A new mechanism is one module plus
 one `_register` call.
 
 SecAgg (Algorithm 2) is not a mechanism of its own: it replaces the plain sum
-inside `none` and `dp_ftrl` (`secagg_factory`), and the mechanism then
+inside `none`, `dp_ftrl` and `dp_ftrl_blt` (`secagg_factory`), and the mechanism then
 calibrates its noise to SecAgg's inflated sensitivity.
 """
 
@@ -107,12 +107,36 @@ def secagg_factory(config, record_specs):
   return factory, params
 
 
+def _secagg_inner_and_noise(config, record_specs):
+  """(record aggregation, noise multiplier) of a fixed-clip DP mechanism.
+
+  With SecAgg the record aggregation is its discretized sum and the noise
+  multiplier is raised so that the noise calibrated to C_inflated keeps the
+  accounted z; without, None (plain sum) and z.
+  """
+  if not config.secagg:
+    return None, config.noise_multiplier
+  from dpftrl_tff.aggregators import secagg  # pylint: disable=g-import-not-at-top
+  inner, params = secagg_factory(config, record_specs)
+  return inner, secagg.noise_multiplier_for_secagg(config.noise_multiplier,
+                                                   params)
+
+
+def _check_fixed_clip_dp(config):
+  from dpftrl_tff.aggregators import dp_ftrl  # pylint: disable=g-import-not-at-top
+  _check_noise(config, allow_noise=True)
+  dp_ftrl.validate_dp_arguments(noise_multiplier=config.noise_multiplier,
+                                clip_norm=config.clip_norm,
+                                clients_per_round=config.clients_per_round)
+
+
 # ---- none: plain FedAvg mean.
 
 
 def _none_validate(config):
   _check_noise(config, allow_noise=False)
   _check_secagg(config, 'none', True)
+  _check_no_blt_flags(config)
 
 
 def _none_factory(config, record_specs):
@@ -134,22 +158,14 @@ _register(Mechanism(
 
 
 def _dp_ftrl_validate(config):
-  from dpftrl_tff.aggregators import dp_ftrl  # pylint: disable=g-import-not-at-top
-  _check_noise(config, allow_noise=True)
-  dp_ftrl.validate_dp_arguments(noise_multiplier=config.noise_multiplier,
-                                clip_norm=config.clip_norm,
-                                clients_per_round=config.clients_per_round)
+  _check_fixed_clip_dp(config)
   _check_secagg(config, 'dp_ftrl', True)
+  _check_no_blt_flags(config)
 
 
 def _dp_ftrl_factory(config, record_specs):
   from dpftrl_tff.aggregators import dp_ftrl  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff.aggregators import secagg  # pylint: disable=g-import-not-at-top
-  inner, noise_multiplier = None, config.noise_multiplier
-  if config.secagg:
-    inner, params = secagg_factory(config, record_specs)
-    noise_multiplier = secagg.noise_multiplier_for_secagg(
-        config.noise_multiplier, params)
+  inner, noise_multiplier = _secagg_inner_and_noise(config, record_specs)
   return dp_ftrl.build_dp_ftrl_factory(
       noise_multiplier=noise_multiplier,
       clients_per_round=config.clients_per_round, clip_norm=config.clip_norm,
@@ -187,6 +203,7 @@ def _adaptive_validate(config):
       clients_per_round=config.clients_per_round,
       **config.adaptive_arguments())
   _check_secagg(config, 'dp_ftrl_adaptive', False)
+  _check_no_blt_flags(config)
 
 
 def _adaptive_factory(config, record_specs):
@@ -220,3 +237,123 @@ _register(Mechanism(
     privacy=_adaptive_privacy,
     initial_clip=lambda config: config.initial_clip_norm,
     supports_secagg=False))
+
+
+# ---- dp_ftrl_blt: fixed clip, BLT noise (arXiv 2408.08868).
+
+_BLT_CACHE: Dict[Tuple, Any] = {}
+_BLT_FLAGS = ('blt_params', 'blt_num_buffers', 'blt_min_separation',
+              'blt_max_participation')
+
+
+def _check_no_blt_flags(config):
+  """The BLT flags do nothing with another aggregator: refuse them."""
+  given = [f'--{name}={getattr(config, name)}' for name in _BLT_FLAGS
+           if getattr(config, name) is not None]
+  if config.blt_error != 'max':
+    given.append(f'--blt_error={config.blt_error}')
+  if given:
+    raise ValueError(f'{", ".join(given)} only apply with '
+                     f'--aggregator=dp_ftrl_blt, not {config.aggregator}.')
+
+
+def optimized_blt(config):
+  """The BLT of a dp_ftrl_blt run (an `accounting.blt_optimizer.OptimizedBLT`
+  when optimized, None when read from --blt_params), and the BLT itself.
+
+  Optimized for T = --total_rounds, MinS = --blt_min_separation (training
+  fills it in from the participation model when unset; 0 here otherwise)
+  and MaxP = --blt_max_participation; memoized, since accounting asks for it
+  several times per run.
+  """
+  from dpftrl_tff.accounting import blt_optimizer  # pylint: disable=g-import-not-at-top
+  if config.blt_params is not None:
+    return None, accounting.BLT.load(config.blt_params)
+  key = _blt_key(config)
+  if key not in _BLT_CACHE:
+    optimized = blt_optimizer.optimize(
+        rounds=key[0], min_separation=key[1], max_participation=key[2],
+        num_buffers=key[3], error=key[4])
+    logging.info('BLT optimized for T=%d, MinS=%d, MaxP=%s: %s', key[0],
+                 key[1], key[2], optimized.blt)
+    _BLT_CACHE[key] = (optimized, optimized.blt)
+  return _BLT_CACHE[key]
+
+
+def _blt_key(config) -> Tuple:
+  return (config.total_rounds, config.blt_min_separation or 0,
+          config.blt_max_participation, config.blt_num_buffers,
+          config.blt_error)
+
+
+def pin_blt(config, blt):
+  """Makes `optimized_blt(config)` return `blt` (a resumed run's saved BLT)."""
+  _BLT_CACHE[_blt_key(config)] = (None, blt)
+
+
+def _blt_validate(config):
+  from dpftrl_tff.accounting import blt_optimizer  # pylint: disable=g-import-not-at-top
+  _check_fixed_clip_dp(config)
+  if config.blt_error not in blt_optimizer.ERRORS:
+    raise ValueError(f'--blt_error={config.blt_error!r} is unknown; allowed: '
+                     f'{", ".join(blt_optimizer.ERRORS)}.')
+  if config.blt_params is not None:
+    chosen = [f'--{name}' for name in _BLT_FLAGS[1:]
+              if getattr(config, name) is not None]
+    if chosen:
+      raise ValueError(f'{", ".join(chosen)} choose how the BLT is '
+                       f'optimized; they have no effect with --blt_params='
+                       f'{config.blt_params} (a given BLT).')
+    try:
+      blt = accounting.BLT.load(config.blt_params)
+      accounting.blt_sensitivity_squared(
+          blt, rounds=checks.check_int(config.total_rounds, '--total_rounds',
+                                       minimum=1), min_separation=0)
+      blt.inverse()   # The noise streams from C^-1's buffers.
+    except ValueError as e:
+      raise ValueError(f'--blt_params={config.blt_params}: {e}') from None
+  if config.blt_num_buffers is not None:
+    checks.check_int(config.blt_num_buffers, '--blt_num_buffers', minimum=1,
+                     maximum=blt_optimizer.MAX_BUFFERS)
+  rounds = checks.check_int(config.total_rounds, '--total_rounds', minimum=1)
+  min_sep = config.blt_min_separation or 0
+  if config.blt_min_separation is not None:
+    checks.check_int(min_sep, '--blt_min_separation', minimum=0,
+                     maximum=rounds - 1)
+  if config.blt_max_participation is not None:
+    max_p = checks.check_int(config.blt_max_participation,
+                             '--blt_max_participation', minimum=1)
+    fit = accounting.max_possible_participation(rounds, min_sep)
+    if max_p > fit:
+      raise ValueError(
+          f'--blt_max_participation={max_p} cannot happen: at most {fit} '
+          f'participations fit in --total_rounds={rounds} rounds {min_sep} '
+          f'apart (--blt_min_separation); use at most {fit}.')
+  _check_secagg(config, 'dp_ftrl_blt', True)
+
+
+def _blt_factory(config, record_specs):
+  from dpftrl_tff.aggregators import blt  # pylint: disable=g-import-not-at-top
+  inner, noise_multiplier = _secagg_inner_and_noise(config, record_specs)
+  return blt.build_dp_ftrl_blt_factory(
+      noise_multiplier=noise_multiplier,
+      clients_per_round=config.clients_per_round, clip_norm=config.clip_norm,
+      record_specs=record_specs, blt=optimized_blt(config)[1],
+      noise_seed=config.noise_seed, record_aggregation_factory=inner)
+
+
+def _blt_privacy(config, rounds, max_participation, min_separation):
+  if config.noise_multiplier <= 0:
+    return None
+  return accounting.compute_privacy(
+      rounds=rounds, noise_multiplier=config.noise_multiplier,
+      max_participation=max_participation, min_separation=min_separation,
+      blt=optimized_blt(config)[1])
+
+
+_register(Mechanism(
+    name='dp_ftrl_blt',
+    description='fixed clip C, BLT noise (BLT-DP-FTRL, arXiv 2408.08868)',
+    validate=_blt_validate, build_factory=_blt_factory,
+    privacy=_blt_privacy, initial_clip=lambda config: config.clip_norm,
+    supports_secagg=True))
