@@ -1,0 +1,227 @@
+r"""Tree aggregation against BLT noise on the paper's NWP rows (and a training).
+
+For every NWP row of the paper (T, MinS, MaxP; noise multiplier z = 7) it
+optimizes a BLT for (T, MinS, MaxP) (`accounting.blt_optimizer`, max error)
+and prints:
+
+  * the tree's rho-zCDP and the BLT's at the same z;
+  * z_blt, the noise multiplier the BLT needs for the tree's rho-zCDP:
+    z_blt = sqrt(sens_blt^2 / (2 rho_tree));
+  * at that equal rho, the max over rounds of the noise standard deviation
+    of the released prefix sum (the model's noise before the server's
+    momentum and learning rate, which are the same for both), in units of
+    the clip norm C (divide by the report goal m for the model update):
+    z sqrt(max_t Var_t), with Var_t the tree's (`tree_prefix_variance`) or
+    the BLT's (`blt_prefix_variance`) per-round variance, and their ratio.
+
+It writes compare_mechanisms.csv and compare_mechanisms.png (noise std per
+round at the de-DE setting, and the ratio per row) into --output_dir.
+
+With --train it also trains, on the generated StackOverflow-format data,
+one DP-FTRL run with tree noise (z = --train_noise_multiplier) and one with
+BLT noise at the same planned rho-zCDP (the BLT optimized for the runs'
+planned participation and given to the run as a file), and writes the
+accuracy against rounds as compare_training.csv and compare_training.png.
+
+  python -m experiments.compare_mechanisms
+  python -m experiments.compare_mechanisms --train --train_root=runs/compare
+"""
+
+import json
+import math
+import os
+import sys
+
+from absl import app
+from absl import flags
+import numpy as np
+
+from dpftrl_tff import accounting
+from dpftrl_tff import plotting
+from dpftrl_tff import run_directory
+from dpftrl_tff.accounting import blt_optimizer
+from experiments import reproduce_tables
+from experiments import training_runs
+
+_OUTPUT_DIR = flags.DEFINE_string('output_dir', 'docs/figures',
+                                  'Where the CSV and PNG files go.')
+_TRAIN = flags.DEFINE_bool('train', False,
+                           'Also train tree vs BLT at equal rho-zCDP.')
+_TRAIN_ROOT = flags.DEFINE_string('train_root', 'runs/compare_mechanisms',
+                                  'Run directories of --train.')
+_TRAIN_FLAGFILE = flags.DEFINE_string(
+    'train_flagfile', 'configs/demo_min_sep.flags',
+    'Flag file of both training runs (the participation must plan MinS and '
+    'MaxP: --participation=min_sep_groups).')
+_TRAIN_Z = flags.DEFINE_float('train_noise_multiplier', 1.5,
+                              'Noise multiplier z of the tree run.')
+_TRAIN_SEED = flags.DEFINE_integer('train_seed', 1, 'Seed of both runs.')
+
+
+def compare_row(rounds, min_separation, max_participation,
+                noise_multiplier=reproduce_tables.NOISE_MULTIPLIER):
+  """Tree vs optimized BLT for one (T, MinS, MaxP); a dict."""
+  tree = accounting.compute_privacy(
+      rounds=rounds, noise_multiplier=noise_multiplier,
+      max_participation=max_participation, min_separation=min_separation,
+      with_epsilon=False)
+  optimized = blt_optimizer.optimize(rounds=rounds,
+                                     min_separation=min_separation,
+                                     max_participation=max_participation)
+  blt = optimized.blt
+  blt_report = accounting.compute_privacy(
+      rounds=rounds, noise_multiplier=noise_multiplier,
+      max_participation=max_participation, min_separation=min_separation,
+      blt=blt, with_epsilon=False)
+  z_blt = math.sqrt(blt_report.sensitivity_squared / (2 * tree.zcdp))
+  tree_std = noise_multiplier * np.sqrt(
+      accounting.tree_prefix_variance(rounds))
+  blt_std = z_blt * np.sqrt(accounting.blt_prefix_variance(blt, rounds))
+  return dict(
+      rounds=rounds, min_separation=min_separation,
+      max_participation=max_participation,
+      noise_multiplier=noise_multiplier, tree_zcdp=tree.zcdp,
+      blt_zcdp=blt_report.zcdp, blt_noise_multiplier_at_tree_zcdp=z_blt,
+      tree_max_noise_std=float(tree_std.max()),
+      blt_max_noise_std=float(blt_std.max()),
+      std_ratio=float(blt_std.max() / tree_std.max()),
+      blt_num_buffers=blt.num_buffers,
+      blt_buf_decay=' '.join(f'{x:.12g}' for x in blt.buf_decay),
+      blt_output_scale=' '.join(f'{x:.12g}' for x in blt.output_scale),
+      tree_std_per_round=tree_std, blt_std_per_round=blt_std)
+
+
+def compare_paper_rows():
+  rows = []
+  for table, task, rounds, min_sep, max_p, _, _, secagg in (
+      reproduce_tables.PAPER_ROWS):
+    if table != 'NWP':
+      continue
+    row = compare_row(rounds, min_sep, max_p)
+    row.update(task=task, secagg=secagg)
+    rows.append(row)
+  return rows
+
+
+def _write_privacy(rows, output_dir):
+  os.makedirs(output_dir, exist_ok=True)
+  fields = ['task', 'rounds', 'min_separation', 'max_participation',
+            'noise_multiplier', 'tree_zcdp', 'blt_zcdp',
+            'blt_noise_multiplier_at_tree_zcdp', 'tree_max_noise_std',
+            'blt_max_noise_std', 'std_ratio', 'blt_num_buffers',
+            'blt_buf_decay', 'blt_output_scale']
+  run_directory.write_csv_atomic(
+      os.path.join(output_dir, 'compare_mechanisms.csv'),
+      [{k: r[k] for k in fields} for r in rows])
+  de = rows[0]
+  xs = np.arange(1, de['rounds'] + 1)
+  by_rounds = sorted(rows, key=lambda r: r['rounds'])
+  plotting.panels_plot(
+      os.path.join(output_dir, 'compare_mechanisms.png'),
+      [('prefix-sum noise std / C (de-DE, equal zCDP)',
+        [('tree (z = 7)', xs, de['tree_std_per_round']),
+         (f'BLT (z = {de["blt_noise_multiplier_at_tree_zcdp"]:.2f})', xs,
+          de['blt_std_per_round'])], False),
+       ('max noise std, BLT / tree',
+        [('NWP rows', [r['rounds'] for r in by_rounds],
+          [r['std_ratio'] for r in by_rounds])], False)],
+      xlabel='round (left) / rounds T of the row (right)',
+      title='Tree vs BLT noise at equal rho-zCDP (paper NWP rows)')
+
+
+def _print_privacy(rows):
+  print(f'Paper NWP rows, z = {reproduce_tables.NOISE_MULTIPLIER:g}; BLT '
+        f'optimized for each (T, MinS, MaxP), max error.')
+  print(f'{"task":7} {"T":>5} {"MinS":>5} {"MaxP":>4} {"tree zCDP":>9} '
+        f'{"BLT zCDP":>9} {"z_BLT":>7} {"std tree":>9} {"std BLT":>8} '
+        f'{"ratio":>6} {"buf":>3}')
+  for r in rows:
+    print(f'{r["task"]:7} {r["rounds"]:5d} {r["min_separation"]:5d} '
+          f'{r["max_participation"]:4d} {r["tree_zcdp"]:9.4f} '
+          f'{r["blt_zcdp"]:9.4f} {r["blt_noise_multiplier_at_tree_zcdp"]:7.3f} '
+          f'{r["tree_max_noise_std"]:9.2f} {r["blt_max_noise_std"]:8.2f} '
+          f'{r["std_ratio"]:6.3f} {r["blt_num_buffers"]:3d}')
+  print('z_BLT: the BLT\'s noise multiplier for the tree\'s zCDP. std: max '
+        'over rounds of the prefix-sum noise std / C at that equal zCDP.')
+
+
+def _metrics(run_dir):
+  import csv  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(run_dir, 'metrics.csv')) as f:
+    rows = [r for r in csv.DictReader(f) if r.get('eval_in_vocab_accuracy')]
+  return ([int(r['round']) for r in rows],
+          [float(r['eval_in_vocab_accuracy']) for r in rows])
+
+
+def train_comparison(root, flagfile, z_tree, seed, output_dir):
+  """Tree at z_tree, then BLT at the tree's planned zCDP; returns rows."""
+  # Evaluated every 10 rounds for the curves.
+  common = [f'--flagfile={flagfile}', f'--seed={seed}', '--rounds_per_eval=10']
+  tree = training_runs.run_training(
+      root, 'tree', common + ['--aggregator=dp_ftrl',
+                              f'--noise_multiplier={z_tree!r}'])
+  planned = (tree.get('privacy') or {}).get('planned')
+  if not planned:
+    raise ValueError(f'--train_flagfile={flagfile}: the tree run has no '
+                     f'planned participation; use '
+                     f'--participation=min_sep_groups.')
+  rounds = tree['rounds']
+  optimized = blt_optimizer.optimize(
+      rounds=rounds, min_separation=planned['min_separation'],
+      max_participation=planned['max_participation'])
+  blt_file = os.path.join(root, 'blt_for_comparison.json')
+  os.makedirs(root, exist_ok=True)
+  run_directory.write_json_atomic(blt_file, optimized.as_dict())
+  sens2 = accounting.blt_sensitivity_squared(
+      optimized.blt, rounds=rounds,
+      min_separation=planned['min_separation'],
+      max_participation=planned['max_participation'])
+  z_blt = math.sqrt(sens2 / (2 * planned['zcdp']))
+  blt = training_runs.run_training(
+      root, 'blt', common + ['--aggregator=dp_ftrl_blt',
+                             f'--noise_multiplier={z_blt!r}',
+                             f'--blt_params={blt_file}'])
+  out = []
+  series = []
+  for name, summary, z in (('tree', tree, z_tree), ('BLT', blt, z_blt)):
+    xs, ys = _metrics(os.path.join(root, name.lower()))
+    series.append((f'{name} (z = {z:.3f})', xs, [100 * y for y in ys]))
+    for x, y in zip(xs, ys):
+      out.append(dict(mechanism=name, noise_multiplier=z, round=x,
+                      eval_in_vocab_accuracy=y,
+                      planned_zcdp=summary['privacy']['planned']['zcdp']))
+  os.makedirs(output_dir, exist_ok=True)
+  run_directory.write_csv_atomic(
+      os.path.join(output_dir, 'compare_training.csv'), out)
+  plotting.line_plot(
+      os.path.join(output_dir, 'compare_training.png'), series,
+      title=f'Tree vs BLT at equal planned zCDP '
+            f'{planned["zcdp"]:.3g} (seed {seed})',
+      xlabel='round', ylabel='eval in-vocab accuracy (%)')
+  for name, summary, z in (('tree', tree, z_tree), ('BLT', blt, z_blt)):
+    print(f'{name:4}: z = {z:.4f}, planned zCDP '
+          f'{summary["privacy"]["planned"]["zcdp"]:.4f}, final eval '
+          f'accuracy {100 * summary["final_eval"]["in_vocab_accuracy"]:.2f}%')
+  print(json.dumps(dict(blt=optimized.as_dict()), sort_keys=True))
+  return out
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  rows = compare_paper_rows()
+  _print_privacy(rows)
+  _write_privacy(rows, _OUTPUT_DIR.value)
+  if _TRAIN.value:
+    try:
+      train_comparison(_TRAIN_ROOT.value, _TRAIN_FLAGFILE.value,
+                       _TRAIN_Z.value, _TRAIN_SEED.value, _OUTPUT_DIR.value)
+    except (RuntimeError, ValueError) as e:
+      print(f'error: {e}', file=sys.stderr)
+      return 1
+  print(f'Tables and plots in {_OUTPUT_DIR.value}.')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(app.run(main))
