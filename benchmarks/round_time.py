@@ -235,8 +235,10 @@ def _run_case(case, clients, rounds):
       vocab, sequence_length=config.sequence_length,
       max_elements_per_client=config.max_elements_per_client,
       batch_size=config.client_batch_size)
-  sampler = participation.UniformSampler(train_data.client_ids, clients, 0)
-  cohort_ids = [list(sampler.sample(r)) for r in range(rounds + 1)]
+  client_ids = list(train_data.client_ids)
+  sampler = participation.UniformSampler(len(client_ids), clients, 0)
+  cohort_ids = [[client_ids[i] for i in sampler.sample(r)]
+                for r in range(rounds + 1)]
   cohorts = [[preprocess(train_data.create_tf_dataset_for_client(c))
               for c in ids] for ids in cohort_ids]
   sequences = [sum(int(x.shape[0]) for ds in cohort for x, _ in ds)
