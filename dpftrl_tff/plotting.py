@@ -87,3 +87,42 @@ def training_curves(path, rows):
         series.append((key.split('_')[0], xs, ys))
     panels.append((ylabel, series, False))
   panels_plot(path, panels, xlabel='round')
+
+
+def heatmap_plot(path, grid, *, row_labels, col_labels, xlabel, ylabel,
+                 title):
+  """A PNG of a 2-D grid of values, each cell annotated (NaN: blank)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  grid = np.asarray(grid, dtype=float)
+  fig, ax = _subplots(figsize=(1.2 * grid.shape[1] + 2.5,
+                               0.8 * grid.shape[0] + 2.0), dpi=120)
+  image = ax.imshow(grid, cmap='viridis', aspect='auto', origin='lower')
+  fig.colorbar(image, ax=ax)
+  ax.set_xticks(range(grid.shape[1]), [f'{v:g}' if isinstance(
+      v, (int, float)) else str(v) for v in col_labels])
+  ax.set_yticks(range(grid.shape[0]), [f'{v:g}' if isinstance(
+      v, (int, float)) else str(v) for v in row_labels])
+  for (i, j), value in np.ndenumerate(grid):
+    if np.isfinite(value):
+      ax.text(j, i, f'{value:.1f}', ha='center', va='center', fontsize=8,
+              color='white')
+  ax.set_title(title, fontsize=9)
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel)
+  _write(fig, path)
+
+
+def frontier_plot(path, points, labels, frontier_indices, *, xlabel, ylabel,
+                  title):
+  """A PNG of (x, y) points with the frontier through `frontier_indices`."""
+  fig, ax = _subplots(figsize=(6.0, 4.2), dpi=120)
+  ax.scatter([p[0] for p in points], [p[1] for p in points], s=18,
+             color='gray', label='grid points')
+  front = [points[i] for i in frontier_indices]
+  ax.plot([p[0] for p in front], [p[1] for p in front], marker='o',
+          color='tab:red', linewidth=1.5, label='frontier')
+  for i in frontier_indices:
+    ax.annotate(labels[i], points[i], fontsize=6, xytext=(3, 3),
+                textcoords='offset points')
+  ax.set_xscale('log')
+  _save(fig, ax, path, title=title, xlabel=xlabel, ylabel=ylabel)

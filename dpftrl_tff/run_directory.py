@@ -66,10 +66,15 @@ def write_json_atomic(path: str, value: Any):
 
 
 def write_csv_atomic(path: str, rows: Sequence[Dict[str, Any]]):
-  """Writes dict rows (columns: the first row's keys) to a CSV atomically."""
+  """Writes dict rows to a CSV atomically.
+
+  Columns: every key in order of first appearance (rows may differ: a key
+  missing from a row is an empty cell).
+  """
+  fields = list(dict.fromkeys(k for row in rows for k in row))
   tmp = _tmp_path(path)
   with open(tmp, 'w', newline='', encoding='utf-8') as f:
-    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    writer = csv.DictWriter(f, fieldnames=fields)
     writer.writeheader()
     writer.writerows(rows)
   os.replace(tmp, path)

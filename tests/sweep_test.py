@@ -1,0 +1,116 @@
+"""Tests of the general sweep: grid, tied axes, summaries, frontier, plots.
+
+The runs themselves go through experiments.training_runs, exercised end to
+end (runs, reuse, refusal) by tests/noise_sweep_test.py.
+"""
+
+import os
+import tempfile
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from experiments import sweep
+from experiments import training_runs
+
+
+class GridTest(parameterized.TestCase):
+
+  def test_tied_axis_keeps_z_over_m_constant(self):
+    axes = sweep.parse_axes(['clients_per_round=10,20,40,80',
+                             'client_lr=0.5,1.0'])
+    ties = sweep.parse_ties(['noise_multiplier=0.075*clients_per_round'],
+                            axes)
+    points = sweep.grid_points(axes, ties)
+    self.assertLen(points, 8)
+    for p in points:
+      self.assertAlmostEqual(p['noise_multiplier'] / p['clients_per_round'],
+                             0.075)
+    self.assertEqual([p['clients_per_round'] for p in points[:2]], [10, 10])
+    self.assertEqual(sweep.point_name(points[0], 3),
+                     'clients_per_round10_client_lr0.5_noise_multiplier0.75'
+                     '_seed3')
+
+  @parameterized.named_parameters(
+      ('no_equals', ['noise_multiplier'], [], 'expected NAME=V1,V2'),
+      ('unknown', ['learning_rate=1,2'], [], "'learning_rate' is not a "
+       'training flag'),
+      ('seed_axis', ['seed=1,2'], [], 'set by the sweep itself'),
+      ('twice', ['client_lr=1', 'client_lr=2'], [], 'given twice'),
+      ('repeated_value', ['client_lr=1,1'], [], 'repeated'),
+      ('tie_unknown_axis', ['client_lr=1,2'],
+       ['noise_multiplier=0.1*clients_per_round'], "'clients_per_round' is "
+       'not an --axis'),
+      ('tie_bad_ratio', ['clients_per_round=1,2'],
+       ['noise_multiplier=x*clients_per_round'], 'finite number RATIO'),
+      ('tie_on_axis', ['clients_per_round=1,2', 'noise_multiplier=1'],
+       ['noise_multiplier=0.1*clients_per_round'], 'already set'),
+      ('tie_on_text', ['aggregator=dp_ftrl,none'],
+       ['noise_multiplier=0.1*aggregator'], 'not numeric'))
+  def test_bad_grids_are_refused(self, axes, ties, message):
+    with self.assertRaisesRegex(ValueError, message):
+      sweep.parse_ties(ties, sweep.parse_axes(axes))
+
+
+class SummaryTest(absltest.TestCase):
+
+  def test_per_point_mean_and_sample_std(self):
+    rows = [dict(clients_per_round=m, noise_multiplier=z,
+                 eval_in_vocab_accuracy=a, eval_loss=5.0, zcdp=1.0,
+                 epsilon=2.0, launch_epsilon=None)
+            for m, z, a in [(10, 1.0, 0.2), (20, 2.0, 0.3), (10, 1.0, 0.4)]]
+    table = sweep.summarize(rows, ['clients_per_round', 'noise_multiplier'])
+    self.assertEqual([(r['clients_per_round'], r['runs']) for r in table],
+                     [(10, 2), (20, 1)])
+    self.assertAlmostEqual(table[0]['accuracy_mean'], 0.3)
+    self.assertAlmostEqual(table[0]['accuracy_std'], 0.02**0.5)
+
+  def test_frontier_keeps_only_undominated_points(self):
+    # (epsilon, accuracy): (2, 20) dominates (3, 18); (1, 10) and (5, 25)
+    # are kept; (5, 22) is dominated by (5, 25).
+    points = [(3, 18), (1, 10), (2, 20), (5, 25), (5, 22)]
+    self.assertEqual(sweep.frontier(points), [1, 2, 3])
+
+
+class RunSweepTest(absltest.TestCase):
+
+  def test_rows_tables_and_plots(self):
+    root = tempfile.mkdtemp()
+    calls = []
+
+    def fake_run(run_root, name, flags):
+      calls.append((name, flags))
+      m = int([f for f in flags if f.startswith('--clients_per_round=')][0]
+              .split('=')[1])
+      z = float([f for f in flags if f.startswith('--noise_multiplier=')][0]
+                .split('=')[1])
+      return dict(rounds=5, final_eval=dict(in_vocab_accuracy=0.1 + m / 1000,
+                                            loss=5.0),
+                  privacy=dict(zcdp=1 / z, epsilon=10 / z,
+                               launch_equivalent=dict(zcdp=0.1 / z,
+                                                      epsilon=1 / z)),
+                  unigram_baseline_accuracy=0.09)
+
+    original = training_runs.run_training
+    training_runs.run_training = fake_run
+    try:
+      axes = sweep.parse_axes(['clients_per_round=10,20', 'client_lr=0.5,1'])
+      ties = sweep.parse_ties(['noise_multiplier=0.1*clients_per_round'],
+                              axes)
+      rows, table = sweep.run_sweep(root=root, flagfile='x.flags', axes=axes,
+                                    ties=ties, seeds=[1, 2],
+                                    extra_flags=['--total_rounds=5'])
+    finally:
+      training_runs.run_training = original
+    self.assertLen(calls, 8)
+    self.assertIn('--noise_multiplier=2.0', calls[-1][1])
+    self.assertEqual(calls[-1][1][-1], '--total_rounds=5')
+    self.assertEqual(rows[0]['client_updates'], 50)
+    self.assertLen(table, 4)
+    for name in ('sweep.csv', 'sweep_summary.csv', 'sweep_heatmap.png',
+                 'sweep_frontier.png'):
+      self.assertTrue(os.path.isfile(os.path.join(root, name)), name)
+
+
+if __name__ == '__main__':
+  absltest.main()
