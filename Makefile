@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: setup demo test bench reproduce clean
+.PHONY: setup demo test bench reproduce utility_curves clean
 
 $(STAMP): requirements.txt requirements-tff.txt setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,7 +14,7 @@ $(STAMP): requirements.txt requirements-tff.txt setup.py
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-tff.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
-	$(PY) -c "import tensorflow_federated, tensorflow_privacy, dp_accounting"
+	$(PY) -c "import tensorflow_federated, tensorflow_privacy, dp_accounting, tensorflow_datasets"
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -29,11 +29,16 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.accounting_speed
 	$(PY) -m benchmarks.round_time
 	$(PY) -m benchmarks.participation_speed
+	$(PY) -m benchmarks.blt_optimizer_speed
 
 reproduce: $(STAMP)
 	$(PY) -m experiments.reproduce_tables
 	$(PY) -m experiments.reproduce_privacy_figures
 	$(PY) -m experiments.reproduce_participation
+	$(PY) -m experiments.compare_mechanisms
+
+utility_curves: $(STAMP)
+	$(PY) -m experiments.reproduce_utility_curves
 
 clean:
 	rm -rf $(VENV) build *.egg-info

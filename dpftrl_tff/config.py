@@ -10,7 +10,7 @@ binaries know flags.
 
 import dataclasses
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 from dpftrl_tff import checks
 
@@ -50,6 +50,10 @@ class TrainConfig:
   embedding_size: int = _field(96, 'Embedding and projection size.')
   shared_embedding: bool = _field(False,
                                   'Tie input and output embeddings.')
+  initial_weights: Optional[str] = _field(
+      None, 'Start from pretrained weights: an output directory of '
+      'experiments.pretrain (its vocabulary and model sizes must equal this '
+      'run\'s). Unset: the seeded random initialization.')
   aggregator: str = _field(
       'dp_ftrl', 'Model-update aggregation (see '
       'dpftrl_tff.aggregators.registry): none (plain FedAvg mean), dp_ftrl '
@@ -249,7 +253,8 @@ def default_enum_values() -> Dict[str, Any]:
 
 
 def define_flags(flag_values=None, config_class=TrainConfig, *,
-                 enum_values: Optional[Dict[str, Any]] = None):
+                 enum_values: Optional[Dict[str, Any]] = None,
+                 only: Optional[Sequence[str]] = None):
   """Defines one absl flag per config field; returns {name: FlagHolder}.
 
   Args:
@@ -257,6 +262,8 @@ def define_flags(flag_values=None, config_class=TrainConfig, *,
     config_class: the dataclass whose fields become flags.
     enum_values: allowed values of the fields declared with
       flag_type='enum' (default: `default_enum_values()`).
+    only: define flags for these fields only (the others keep their
+      defaults in `from_flags`).
   """
   from absl import flags  # pylint: disable=g-import-not-at-top
   flag_values = flags.FLAGS if flag_values is None else flag_values
@@ -264,6 +271,8 @@ def define_flags(flag_values=None, config_class=TrainConfig, *,
     enum_values = default_enum_values()
   holders = {}
   for field in dataclasses.fields(config_class):
+    if only is not None and field.name not in only:
+      continue
     help_text = field.metadata.get('help', field.name)
     args = (field.name, field.default, help_text)
     kind = field.metadata.get('flag_type')

@@ -16,7 +16,6 @@ batches of `batch_size`, `num_epochs` local epochs.
 """
 
 import collections
-import hashlib
 import os
 import sqlite3
 from typing import List, Optional, Sequence, Tuple
@@ -25,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from dpftrl_tff import checks
+from dpftrl_tff import pretrained
 
 DATABASE_NAME = 'stackoverflow.sqlite'
 WORD_COUNTS_NAME = 'stackoverflow.word_count'
@@ -123,7 +123,7 @@ def describe(cache_dir: str, vocab: Sequence[str], *, num_train_clients: int,
       source='synthetic' if generated is not None else 'stackoverflow',
       database=os.path.abspath(path), database_bytes=os.path.getsize(path),
       num_train_clients=int(num_train_clients), vocab_words=len(vocab),
-      vocab_sha256=hashlib.sha256('\n'.join(vocab).encode()).hexdigest(),
+      vocab_sha256=pretrained.vocab_sha256(vocab),
       word_counts_path=(os.path.abspath(word_counts_path)
                         if word_counts_path else None),
       generation=generated)

@@ -24,8 +24,10 @@ class Progress:
 
   def __init__(self, total: int, start: int, *,
                print_fn: Optional[Callable[[str], None]] = None,
-               every: Optional[int] = None, stream=None):
+               every: Optional[int] = None, stream=None,
+               unit: str = 'round'):
     self.total = total
+    self.unit = unit
     self.start = start
     self._stream = stream or sys.stdout
     self._print = print_fn
@@ -50,8 +52,8 @@ class Progress:
     eta_text = format_seconds(eta) if eta is not None else '...'
     bar_len = 20
     filled = int(bar_len * done / max(1, self.total))
-    line = (f'[{"#" * filled}{"." * (bar_len - filled)}] round '
-            f'{done}/{self.total} {text} {round_seconds:.1f}s/round '
+    line = (f'[{"#" * filled}{"." * (bar_len - filled)}] {self.unit} '
+            f'{done}/{self.total} {text} {round_seconds:.1f}s/{self.unit} '
             f'ETA {eta_text}')
     if self._tty:
       pad = ' ' * max(0, len(self._last_line) - len(line))

@@ -130,6 +130,12 @@ class _Language:
                 opening=opening, favourites=favourites)
 
 
+def language(*, seed: int = 0, num_words: int = 4000,
+             num_topics: int = 40) -> _Language:
+  """The language (words, bigram chain, topics) `generate(seed=...)` uses."""
+  return _Language(np.random.default_rng(seed), num_words, num_topics)
+
+
 def _example(tokens: str, title: str, tags: str, kind: str, score: int,
              date: str) -> bytes:
   def b(s):

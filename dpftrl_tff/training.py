@@ -32,6 +32,7 @@ from dpftrl_tff import loop
 from dpftrl_tff import metrics as lm_metrics
 from dpftrl_tff import models
 from dpftrl_tff import participation
+from dpftrl_tff import pretrained
 from dpftrl_tff import progress
 from dpftrl_tff import run_directory
 from dpftrl_tff import tff_compat
@@ -466,6 +467,11 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
   config.validate(num_train_clients=len(train_data.client_ids))
   plan_blt(config, len(train_data.client_ids))
   check_memory(config)
+  if config.initial_weights is not None:
+    # Part of the run's identity: other weights are another run.
+    data_description = dict(
+        data_description or {}, initial_weights=pretrained.check_compatible(
+            config.initial_weights, vocab=vocab, config=config))
   run_dir = run_directory.RunDirectory(output_dir)
   with run_dir.lock():
     previous = run_dir.previous_hparams()
@@ -525,6 +531,10 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
   # Built after TFF has traced its graphs: Keras invalidates models made
   # before a tf.compat.v1 graph builds layers.
   eval_model = build_keras_model(config)
+  if config.initial_weights is not None:
+    pretrained.assign(eval_model,
+                      pretrained.load_weights(config.initial_weights),
+                      config.initial_weights)
   state = initial_state(process, config, eval_model)
   evaluator = Evaluator(eval_model, eval_dataset, config.vocab_size)
   start_round = 0

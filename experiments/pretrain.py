@@ -1,0 +1,153 @@
+r"""Central pretraining of the CIFG LM on public text (paper Sec. 2.3).
+
+The corpus is read through TensorFlow Datasets, never downloaded:
+
+  # The embedded default: the project's generated public corpus, built
+  # offline into <root_output_dir>/tfds on first use.
+  python -m experiments.pretrain --steps=2000 --vocab_size=1000 \
+      --latent_size=96 --embedding_size=48 --output_dir=runs/pretrained
+  # A real corpus prepared beforehand (`tfds build lm1b --data_dir=DIR` on a
+  # machine with network), with the real StackOverflow vocabulary.
+  python -m experiments.pretrain --tfds_name=lm1b --tfds_data_dir=DIR \
+      --cache_dir=~/data/stackoverflow --steps=20000
+
+The vocabulary is the fine-tuning task's (--cache_dir, --word_counts_path,
+or the generated StackOverflow-format data under --root_output_dir, the same
+flags as experiments.run_stackoverflow); public words outside it are OOV.
+The output directory holds pretrained_weights.npz and pretrained.json (the
+vocabulary's fingerprint, the model sizes, the corpus, the steps) for
+`run_stackoverflow --initial_weights=<output_dir>`; it is a run directory
+(checkpoints, resume, refused if it holds another pretraining).
+"""
+
+import os
+import sys
+
+from dpftrl_tff import runtime
+
+runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
+
+# pylint: disable=g-import-not-at-top
+from absl import app
+from absl import flags
+from absl import logging
+
+from dpftrl_tff import config as config_lib
+from dpftrl_tff import console
+from dpftrl_tff import pretrained
+from experiments import data_flags
+# pylint: enable=g-import-not-at-top
+
+_ROOT = flags.DEFINE_string(
+    'root_output_dir', 'runs', 'Where the generated StackOverflow-format '
+    'data (vocabulary) and the embedded corpus live, as for '
+    'experiments.run_stackoverflow.')
+_OUTPUT = flags.DEFINE_string('output_dir', 'runs/pretrained',
+                              'The pretraining run directory.')
+_TFDS_NAME = flags.DEFINE_string(
+    'tfds_name', 'dpftrl_public_corpus',
+    'TFDS dataset with a "text" feature: dpftrl_public_corpus (embedded, '
+    'generated offline) or a real corpus such as lm1b, wiki40b/en, c4/en '
+    'prepared in --tfds_data_dir.')
+_TFDS_DIR = flags.DEFINE_string(
+    'tfds_data_dir', None, 'TFDS data directory. Default for the embedded '
+    'corpus: <root_output_dir>/tfds; required for a real corpus.')
+_TFDS_SPLIT = flags.DEFINE_string('tfds_split', 'train',
+                                  'Split of the corpus to pretrain on.')
+_PUBLIC_SENTENCES = flags.DEFINE_integer(
+    'public_sentences', 200_000,
+    'Embedded corpus: sentences of its train split.')
+_PUBLIC_SEED = flags.DEFINE_integer('public_corpus_seed', 1,
+                                    'Embedded corpus: its random stream.')
+_STEPS = flags.DEFINE_integer('steps', 1000, 'Training steps (batches).')
+_BATCH = flags.DEFINE_integer('batch_size', 64, 'Sentences per batch.')
+_LR = flags.DEFINE_float('learning_rate', 1e-3, 'Adam learning rate.')
+_CKPT = flags.DEFINE_integer('steps_per_checkpoint', 200,
+                             'Checkpoint every this many steps.')
+_EVAL_EVERY = flags.DEFINE_integer(
+    'steps_per_eval', 200, 'Evaluate on the fine-tuning task\'s held-out '
+    'split every this many steps.')
+_EVAL_EXAMPLES = flags.DEFINE_integer(
+    'num_eval_examples', 2000, 'Held-out sentences for evaluation.')
+_SHUFFLE = flags.DEFINE_integer('shuffle_buffer_size', 10000,
+                                'Sentence shuffle buffer.')
+_SEED = flags.DEFINE_integer('seed', 0,
+                             'Seed of the model init and the shuffling.')
+# The model: the fine-tuning run's flags of the same names.
+_MODEL = config_lib.define_flags(only=pretrained.MODEL_FIELDS)
+flags.adopt_module_key_flags(config_lib)
+flags.adopt_module_key_flags(data_flags)
+
+
+def run() -> dict:
+  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff import data
+  from dpftrl_tff import pretraining
+  from dpftrl_tff import public_corpus
+  from dpftrl_tff import training
+  # pylint: enable=g-import-not-at-top
+  config = config_lib.from_flags(_MODEL)
+  config.seed = _SEED.value
+  config.validate()
+  so = data_flags.load(_ROOT.value, config.vocab_size)
+  if _TFDS_NAME.value == public_corpus.EMBEDDED_NAME:
+    data_dir = _TFDS_DIR.value or os.path.join(_ROOT.value, 'tfds')
+    generated = so.generated or {}
+    if so.generated is None:
+      print('Note: the embedded public corpus speaks the generated data\'s '
+            'language; with real StackOverflow data use a real corpus '
+            '(--tfds_name=lm1b, wiki40b/en, c4/en).')
+    builder = public_corpus.embedded_builder(
+        data_dir, language_seed=generated.get('seed', 0),
+        num_words=generated.get('num_words', 4000),
+        num_topics=generated.get('num_topics', 40),
+        num_sentences=_PUBLIC_SENTENCES.value,
+        corpus_seed=_PUBLIC_SEED.value)
+  else:
+    builder = public_corpus.real_builder(_TFDS_NAME.value, _TFDS_DIR.value)
+  corpus = dict(public_corpus.corpus_description(builder),
+                split=_TFDS_SPLIT.value)
+  print(f'Pretraining on {corpus["name"]} ({_TFDS_SPLIT.value}) with the '
+        f'vocabulary of {so.cache_dir}; output in {_OUTPUT.value}')
+  eval_dataset = data.build_eval_dataset(
+      so.heldout, so.vocab, num_examples=_EVAL_EXAMPLES.value,
+      sequence_length=config.sequence_length)
+  metadata = pretraining.pretrain(
+      config, pretraining.PretrainConfig(
+          steps=_STEPS.value, batch_size=_BATCH.value,
+          learning_rate=_LR.value, steps_per_checkpoint=_CKPT.value,
+          steps_per_eval=_EVAL_EVERY.value,
+          shuffle_buffer_size=_SHUFFLE.value, seed=_SEED.value),
+      sentences=public_corpus.sentences(builder, _TFDS_SPLIT.value),
+      vocab=so.vocab, output_dir=_OUTPUT.value, corpus=corpus,
+      vocab_source=so.description.get('database'),
+      eval_dataset=eval_dataset, build_model=training.build_keras_model)
+  final = metadata.get('final_eval') or {}
+  print(f'Pretrained {metadata["steps"]} steps; held-out in-vocab accuracy '
+        f'{100 * final.get("in_vocab_accuracy", float("nan")):.2f}%. '
+        f'Fine-tune with --initial_weights={_OUTPUT.value}')
+  return metadata
+
+
+def main(argv):
+  if len(argv) > 1:
+    console.error(f'unexpected arguments {argv[1:]}: every setting is a '
+                  f'--flag (see --helpshort).')
+    return 2
+  console.quiet_libraries()
+  try:
+    run()
+  except KeyboardInterrupt:
+    console.error('interrupted; the run keeps its last checkpoint (re-run '
+                  'the same command to resume).')
+    return 130
+  except (ValueError, OSError) as e:
+    logging.debug('Refused', exc_info=True)
+    console.error(str(e) if isinstance(e, ValueError)
+                  else console.describe_os_error(e))
+    return 2
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(app.run(main))

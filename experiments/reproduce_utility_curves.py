@@ -1,0 +1,345 @@
+r"""The paper's utility curves at CPU scale (Figure 1, Sec. 2.2 and 2.3).
+
+On the generated StackOverflow-format data (the demo's model and data, 20
+clients per round unless stated), resumably (every run is a run directory
+under --root_output_dir; re-running reuses finished runs and resumes the
+others), it trains and writes PNG and CSV into --output_dir:
+
+  utility_fig1a.{png,csv}   eval accuracy against rounds: DP-FTRL with fixed
+                            clip, with adaptive clip (Algorithm 1), and with
+                            fixed clip from pretrained weights, at the same
+                            noise multiplier; the rounds each needs to reach
+                            the target accuracy and the zCDP spent by then
+                            (utility_targets.csv);
+  utility_fig1b.{png,csv}   the adaptive run's clip norm in force and its
+                            quantile estimate against rounds;
+  utility_report_goal.{png,csv}
+                            report goal m in --report_goals with z / m fixed
+                            (Sec. 2.2): accuracy against rounds and against
+                            client updates processed;
+  utility_pretraining.{png,csv}
+                            rounds to the target against pretraining steps
+                            (--pretrain_steps), the diminishing returns of
+                            Sec. 2.3.
+
+Fixed clip and pretrained runs repeat over --seeds; the reduction factor of
+rounds to the target from pretraining is printed per seed. --quick runs a
+tiny model for a few rounds (the tests' scale: checks the pipeline, not the
+findings).
+
+  python -m experiments.reproduce_utility_curves          # about an hour
+  python -m experiments.reproduce_utility_curves --quick  # under a minute
+"""
+
+import dataclasses
+import os
+import sys
+import time
+
+from dpftrl_tff import runtime
+
+runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
+
+# pylint: disable=g-import-not-at-top
+from absl import app
+from absl import flags
+import numpy as np
+
+from dpftrl_tff import config as config_lib
+from dpftrl_tff import console
+from dpftrl_tff import plotting
+from dpftrl_tff import run_directory
+from dpftrl_tff import synthetic
+# pylint: enable=g-import-not-at-top
+
+_ROOT = flags.DEFINE_string('root_output_dir', 'runs/utility_curves',
+                            'Run directories (reused and resumed).')
+_OUT = flags.DEFINE_string('output_dir', 'docs/figures',
+                           'Where the PNG and CSV files go.')
+_QUICK = flags.DEFINE_bool('quick', False, 'Tiny model, few rounds.')
+_SEEDS = flags.DEFINE_list('seeds', ['1', '2'],
+                           'Seeds of the fixed-clip and pretrained runs.')
+_TARGET = flags.DEFINE_float(
+    'target_accuracy', None, 'Utility target (eval in-vocab accuracy). '
+    'Default: 0.9 of the best final accuracy of the fixed-clip runs.')
+_REPORT_GOALS = flags.DEFINE_list('report_goals', ['10', '20', '40', '80'],
+                                  'Report goals m of the Sec. 2.2 runs.')
+_PRETRAIN_STEPS = flags.DEFINE_list(
+    'pretrain_steps', ['0', '300', '1000', '3000'],
+    'Pretraining steps of the diminishing-returns runs.')
+
+
+@dataclasses.dataclass
+class Scale:
+  """The model, data and run lengths of a reproduction."""
+  rounds: int
+  noise_multiplier: float
+  model: dict
+  data: dict
+  pretrain_batch: int
+  rounds_per_eval: int
+  num_eval_examples: int
+  restart_warmup: int
+  restart_frequency: int
+
+
+def _scale(quick: bool) -> Scale:
+  if quick:
+    return Scale(rounds=2, noise_multiplier=0.5,
+                 model=dict(vocab_size=100, latent_size=8, embedding_size=4),
+                 data=dict(num_train_clients=120, num_words=400),
+                 pretrain_batch=8, rounds_per_eval=1, num_eval_examples=50,
+                 restart_warmup=1, restart_frequency=2)
+  return Scale(rounds=200, noise_multiplier=0.5,
+               model=dict(vocab_size=1000, latent_size=96, embedding_size=48),
+               data=dict(num_train_clients=3000, num_words=4000),
+               pretrain_batch=64, rounds_per_eval=10, num_eval_examples=2000,
+               restart_warmup=50, restart_frequency=50)
+
+
+class Runner:
+  """Trains (or reuses) runs in this process on one generated database."""
+
+  def __init__(self, root: str, scale: Scale, corpus_sentences: int):
+    # pylint: disable=g-import-not-at-top
+    from dpftrl_tff import data
+    from dpftrl_tff import tff_compat
+    # pylint: enable=g-import-not-at-top
+    tff_compat.install()
+    self.root, self.scale = root, scale
+    self.corpus_sentences = corpus_sentences
+    self.cache_dir = os.path.join(root, 'data')
+    self.generated = synthetic.ensure_generated(self.cache_dir, seed=0,
+                                                **scale.data)
+    self.train_data, self.heldout, _ = data.load_stackoverflow(self.cache_dir)
+    self.vocab = data.load_vocab(self.cache_dir, scale.model['vocab_size'])
+    self.description = data.describe(
+        self.cache_dir, self.vocab,
+        num_train_clients=len(self.train_data.client_ids),
+        generated=self.generated)
+
+  def config(self, **overrides) -> config_lib.TrainConfig:
+    s = self.scale
+    values = dict(total_rounds=s.rounds, clients_per_round=20, client_lr=1.0,
+                  server_lr=1.0, server_momentum=0.9, client_batch_size=8,
+                  max_elements_per_client=32, aggregator='dp_ftrl',
+                  noise_multiplier=s.noise_multiplier, clip_norm=0.5,
+                  rounds_per_eval=s.rounds_per_eval,
+                  num_eval_examples=s.num_eval_examples,
+                  rounds_per_checkpoint=max(1, s.rounds // 4),
+                  restart_warmup=s.restart_warmup,
+                  restart_frequency=s.restart_frequency,
+                  initial_clip_norm=0.1, **s.model)
+    values.update(overrides)
+    return config_lib.TrainConfig(**values)
+
+  def train(self, name: str, config) -> dict:
+    from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
+    print(f'--- {name}', flush=True)
+    out = os.path.join(self.root, name)
+    summary = training.train(config, train_data=self.train_data,
+                             eval_data=self.heldout, vocab=self.vocab,
+                             output_dir=out,
+                             data_description=self.description)
+    return dict(summary, metrics=_metrics(out))
+
+  def pretrain(self, steps: int, seed: int) -> str:
+    # pylint: disable=g-import-not-at-top
+    from dpftrl_tff import pretraining
+    from dpftrl_tff import public_corpus
+    from dpftrl_tff import training
+    # pylint: enable=g-import-not-at-top
+    out = os.path.join(self.root, f'pretrained_{steps}_seed{seed}')
+    builder = public_corpus.embedded_builder(
+        os.path.join(self.root, 'tfds'), language_seed=0,
+        num_words=self.scale.data['num_words'],
+        num_sentences=self.corpus_sentences)
+    print(f'--- pretraining {steps} steps, seed {seed}', flush=True)
+    pretraining.pretrain(
+        self.config(seed=seed), pretraining.PretrainConfig(
+            steps=steps, batch_size=self.scale.pretrain_batch,
+            steps_per_checkpoint=max(1, steps // 4),
+            steps_per_eval=max(1, steps // 4), seed=seed),
+        sentences=public_corpus.sentences(builder), vocab=self.vocab,
+        output_dir=out, corpus=public_corpus.corpus_description(builder),
+        vocab_source=self.cache_dir, build_model=training.build_keras_model)
+    return out
+
+
+def _metrics(run_dir: str):
+  import csv  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(run_dir, run_directory.METRICS_FILE)) as f:
+    return list(csv.DictReader(f))
+
+
+def _curve(summary, key='eval_in_vocab_accuracy'):
+  rows = [r for r in summary['metrics'] if r.get(key)]
+  return [int(r['round']) for r in rows], [float(r[key]) for r in rows]
+
+
+def rounds_to_target(summary, target: float):
+  """The first evaluated round whose accuracy reaches `target`, or None."""
+  for r, a in zip(*_curve(summary)):
+    if a >= target:
+      return r
+  return None
+
+
+def _zcdp_at(config, rounds):
+  """zCDP of `rounds` rounds under the participation the run planned.
+
+  Uniform participation plans none; the worst case (MinS 0) is used for
+  every mechanism alike, so the comparison is like for like.
+  """
+  from dpftrl_tff.aggregators import registry  # pylint: disable=g-import-not-at-top
+  report = registry.get(config.aggregator).privacy(config, rounds, None, 0)
+  return None if report is None else report.zcdp
+
+
+def main(argv):
+  del argv
+  console.quiet_libraries()
+  started = time.time()
+  scale = _scale(_QUICK.value)
+  seeds = [int(s) for s in _SEEDS.value]
+  os.makedirs(_OUT.value, exist_ok=True)
+  pretrain_steps = [int(s) for s in _PRETRAIN_STEPS.value]
+  if _QUICK.value:
+    pretrain_steps = [0, 6]
+  # One public corpus for every pretraining: about 1.5 epochs at the most.
+  runner = Runner(_ROOT.value, scale, corpus_sentences=max(
+      2000, scale.pretrain_batch * max(pretrain_steps) * 2 // 3))
+  out = _OUT.value
+  suffix = '_quick' if _QUICK.value else ''
+
+  # Figure 1a: fixed clip, adaptive clip, fixed clip from pretrained weights.
+  main_steps = max(pretrain_steps)
+  runs = {}
+  for seed in seeds:
+    runs[('fixed', seed)] = runner.train(
+        f'fixed_seed{seed}', runner.config(seed=seed))
+    weights = runner.pretrain(main_steps, seed)
+    runs[('pretrained', seed)] = runner.train(
+        f'pretrained{main_steps}_seed{seed}',
+        runner.config(seed=seed, initial_weights=weights))
+  adaptive = runner.train('adaptive_seed1', runner.config(
+      seed=seeds[0], aggregator='dp_ftrl_adaptive'))
+  runs[('adaptive', seeds[0])] = adaptive
+  target = _TARGET.value
+  if target is None:
+    best = max(_curve(runs[('fixed', s)])[1][-1] for s in seeds)
+    target = 0.9 * best
+  rows, series, targets = [], [], []
+  for (kind, seed), summary in runs.items():
+    xs, ys = _curve(summary)
+    series.append((f'{kind} (seed {seed})', xs, [100 * y for y in ys]))
+    rows += [dict(run=kind, seed=seed, round=x, eval_in_vocab_accuracy=y)
+             for x, y in zip(xs, ys)]
+    config = runner.config(
+        seed=seed, aggregator=('dp_ftrl_adaptive' if kind == 'adaptive'
+                               else 'dp_ftrl'))
+    reached = rounds_to_target(summary, target)
+    targets.append(dict(run=kind, seed=seed, target_accuracy=target,
+                        rounds_to_target=reached,
+                        zcdp_at_target=(_zcdp_at(config, reached)
+                                        if reached else None),
+                        final_accuracy=ys[-1]))
+  run_directory.write_csv_atomic(os.path.join(out, f'utility_fig1a{suffix}.csv'),
+                                 rows)
+  run_directory.write_csv_atomic(
+      os.path.join(out, f'utility_targets{suffix}.csv'), targets)
+  plotting.line_plot(os.path.join(out, f'utility_fig1a{suffix}.png'), series,
+                     title=f'DP-FTRL, z = {scale.noise_multiplier:g}, '
+                     f'{runner.config().clients_per_round} clients/round',
+                     xlabel='round', ylabel='eval in-vocab accuracy (%)')
+
+  # Figure 1b: the adaptive clip norm in force and its estimate.
+  clip_rows = [dict(round=int(r['round']),
+                    clip_norm_in_force=float(r['clip_norm_in_force']),
+                    clip_norm_estimate=float(r['clip_norm_estimate']))
+               for r in adaptive['metrics'] if r.get('clip_norm_estimate')]
+  run_directory.write_csv_atomic(os.path.join(out, f'utility_fig1b{suffix}.csv'),
+                                 clip_rows)
+  plotting.line_plot(
+      os.path.join(out, f'utility_fig1b{suffix}.png'),
+      [('clip norm in force', [r['round'] for r in clip_rows],
+        [r['clip_norm_in_force'] for r in clip_rows]),
+       ('quantile estimate', [r['round'] for r in clip_rows],
+        [r['clip_norm_estimate'] for r in clip_rows])],
+      title='Adaptive clipping (Algorithm 1)', xlabel='round',
+      ylabel='clip norm')
+
+  # Sec. 2.2: report goal with z / m fixed.
+  goals = [int(m) for m in _REPORT_GOALS.value]
+  if _QUICK.value:
+    goals = [10, 20]   # 20: the fixed-clip run, reused.
+  ratio = scale.noise_multiplier / 20
+  goal_rows, by_round, by_updates = [], [], []
+  for m in goals:
+    if m == runner.config().clients_per_round:
+      summary = runs[('fixed', seeds[0])]   # The same run.
+    else:
+      summary = runner.train(f'report_goal_{m}', runner.config(
+          seed=seeds[0], clients_per_round=m, noise_multiplier=ratio * m))
+    xs, ys = _curve(summary)
+    by_round.append((f'm = {m}, z = {ratio * m:g}', xs,
+                     [100 * y for y in ys]))
+    by_updates.append((f'm = {m}', [x * m for x in xs],
+                       [100 * y for y in ys]))
+    goal_rows += [dict(report_goal=m, noise_multiplier=ratio * m, round=x,
+                       client_updates=x * m, eval_in_vocab_accuracy=y)
+                  for x, y in zip(xs, ys)]
+  run_directory.write_csv_atomic(
+      os.path.join(out, f'utility_report_goal{suffix}.csv'), goal_rows)
+  plotting.panels_plot(
+      os.path.join(out, f'utility_report_goal{suffix}.png'),
+      [('eval in-vocab accuracy (%)', by_round, False),
+       ('eval in-vocab accuracy (%)', by_updates, False)],
+      xlabel='round (left) / client updates processed (right)',
+      title=f'Report goal with z / m = {ratio:g} fixed')
+
+  # Sec. 2.3: rounds to the target against pretraining steps.
+  pre_rows = []
+  for steps in pretrain_steps:
+    for seed in seeds:
+      if steps == 0:
+        summary = runs[('fixed', seed)]
+      elif steps == main_steps:
+        summary = runs[('pretrained', seed)]
+      else:
+        summary = runner.train(
+            f'pretrained{steps}_seed{seed}', runner.config(
+                seed=seed, initial_weights=runner.pretrain(steps, seed)))
+      pre_rows.append(dict(pretrain_steps=steps, seed=seed,
+                           rounds_to_target=rounds_to_target(summary, target),
+                           final_accuracy=_curve(summary)[1][-1]))
+  run_directory.write_csv_atomic(
+      os.path.join(out, f'utility_pretraining{suffix}.csv'), pre_rows)
+  plotting.line_plot(
+      os.path.join(out, f'utility_pretraining{suffix}.png'),
+      [(f'seed {seed}', [r['pretrain_steps'] for r in pre_rows
+                         if r['seed'] == seed],
+        [r['rounds_to_target'] if r['rounds_to_target'] is not None
+         else np.nan for r in pre_rows if r['seed'] == seed])
+       for seed in seeds],
+      title=f'Rounds to {100 * target:.1f}% against pretraining',
+      xlabel='pretraining steps', ylabel='rounds to target')
+
+  print(f'Target accuracy {100 * target:.2f}%.')
+  for t in targets:
+    print(f'  {t["run"]:10} seed {t["seed"]}: rounds to target '
+          f'{t["rounds_to_target"]}, zCDP then {t["zcdp_at_target"]}, final '
+          f'{100 * t["final_accuracy"]:.2f}%')
+  for seed in seeds:
+    fixed = rounds_to_target(runs[('fixed', seed)], target)
+    pre = rounds_to_target(runs[('pretrained', seed)], target)
+    factor = (f'{fixed / pre:.2f}x' if fixed and pre else
+              'n/a (a run did not reach the target)')
+    print(f'  seed {seed}: pretraining ({main_steps} steps) reduces the '
+          f'rounds to target from {fixed} to {pre}: {factor}')
+  print(f'Done in {time.time() - started:.0f} s; figures in {out}.')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(app.run(main))
