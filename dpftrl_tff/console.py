@@ -11,7 +11,7 @@ import errno
 import os
 import sys
 import warnings
-from typing import Any, Dict
+from typing import Any, Callable, Dict, Sequence
 
 from absl import flags
 from absl import logging
@@ -45,6 +45,35 @@ def quiet_libraries():
     tf.autograph.set_verbosity(0)
   except ImportError:
     pass
+
+
+def run_main(run: Callable[[], Any], argv: Sequence[str],
+             cleanup: Callable[[], None] = lambda: None) -> int:
+  """A binary's main: run(), with bad input and interrupts as one line.
+
+  Refuses positional arguments; ValueError (bad flags or data) and OSError
+  (unwritable output and the like) print one line and return 2, no
+  traceback (--verbosity=1 logs it); Ctrl-C returns 130 (a run keeps its
+  last checkpoint). `cleanup` always runs last (e.g. stopping TFF workers).
+  """
+  if len(argv) > 1:
+    error(f'unexpected arguments {list(argv[1:])}: every setting is a '
+          f'--flag (see --helpshort).')
+    return 2
+  quiet_libraries()
+  try:
+    run()
+  except KeyboardInterrupt:
+    error('interrupted; the run keeps its last checkpoint (re-run the same '
+          'command to resume).')
+    return 130
+  except (ValueError, OSError) as e:
+    logging.debug('Refused', exc_info=True)
+    error(str(e) if isinstance(e, ValueError) else describe_os_error(e))
+    return 2
+  finally:
+    cleanup()
+  return 0
 
 
 def describe_os_error(e: OSError) -> str:

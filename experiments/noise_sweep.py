@@ -4,7 +4,7 @@ For every noise multiplier z in --noise_multipliers and every seed in
 --seeds it runs `experiments.run_stackoverflow` (flags from
 --training_flagfile, then --noise_multiplier=z --seed=s and the flags given
 after `--`), each in its own process and output directory
-<root_output_dir>/z<z>_seed<s>, through `experiments.sweep.run_sweep`
+<root_output_dir>/z<z>_seed<s>, through `experiments.sweeps.run_sweep`
 (finished runs of identical flags and data are reused, interrupted ones
 resumed, a directory of other flags refused by name). It writes, next to the
 runs, the sweep's tables as noise_sweep.csv (one row per run, with the
@@ -25,7 +25,7 @@ from absl import app
 from absl import flags
 
 from dpftrl_tff import plotting
-from experiments import sweep
+from experiments import sweeps
 
 _Z = flags.DEFINE_list('noise_multipliers', ['0', '0.5', '1', '1.5', '2'],
                        'Noise multipliers z (>= 0) to run.')
@@ -52,8 +52,8 @@ def _parse_grid():
     noise_multipliers.append(z)
   if not noise_multipliers:
     raise ValueError('--noise_multipliers must not be empty.')
-  seeds = sweep.parse_seeds(_SEEDS.value)
-  sweep.check_flagfile(_FLAGFILE.value)
+  seeds = sweeps.parse_seeds(_SEEDS.value)
+  sweeps.check_flagfile(_FLAGFILE.value)
   return noise_multipliers, seeds
 
 
@@ -63,7 +63,7 @@ def run_name(point, seed: int) -> str:
 
 def summarize(rows):
   """Per noise multiplier: mean, std (ddof 1 when n > 1) and n of the runs."""
-  return sweep.summarize(rows, ['noise_multiplier'])
+  return sweeps.summarize(rows, ['noise_multiplier'])
 
 
 def main(argv):
@@ -74,7 +74,7 @@ def main(argv):
     print(f'error: {e}', file=sys.stderr)
     return 2
   try:
-    rows, table = sweep.run_sweep(
+    rows, table = sweeps.run_sweep(
         root=_ROOT.value, flagfile=_FLAGFILE.value,
         axes={'noise_multiplier': noise_multipliers}, ties=[], seeds=seeds,
         extra_flags=extra_flags, prefix='noise_sweep', run_name=run_name)
@@ -89,7 +89,7 @@ def main(argv):
       baseline=100 * rows[0]['unigram_baseline_accuracy'],
       title='Final eval in-vocab accuracy vs noise',
       xlabel='noise multiplier z', ylabel='accuracy (%)')
-  sweep.print_table(table, ['noise_multiplier'])
+  sweeps.print_table(table, ['noise_multiplier'])
   print(f'Unigram baseline {100 * rows[0]["unigram_baseline_accuracy"]:.2f}%.'
         f' Tables and plots in {_ROOT.value}.')
   return 0

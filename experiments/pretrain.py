@@ -30,7 +30,6 @@ runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
 # pylint: disable=g-import-not-at-top
 from absl import app
 from absl import flags
-from absl import logging
 
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import console
@@ -130,23 +129,7 @@ def run() -> dict:
 
 
 def main(argv):
-  if len(argv) > 1:
-    console.error(f'unexpected arguments {argv[1:]}: every setting is a '
-                  f'--flag (see --helpshort).')
-    return 2
-  console.quiet_libraries()
-  try:
-    run()
-  except KeyboardInterrupt:
-    console.error('interrupted; the run keeps its last checkpoint (re-run '
-                  'the same command to resume).')
-    return 130
-  except (ValueError, OSError) as e:
-    logging.debug('Refused', exc_info=True)
-    console.error(str(e) if isinstance(e, ValueError)
-                  else console.describe_os_error(e))
-    return 2
-  return 0
+  return console.run_main(run, argv)
 
 
 if __name__ == '__main__':

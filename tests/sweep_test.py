@@ -10,24 +10,24 @@ import tempfile
 from absl.testing import absltest
 from absl.testing import parameterized
 
-from experiments import sweep
+from experiments import sweeps
 from experiments import training_runs
 
 
 class GridTest(parameterized.TestCase):
 
   def test_tied_axis_keeps_z_over_m_constant(self):
-    axes = sweep.parse_axes(['clients_per_round=10,20,40,80',
+    axes = sweeps.parse_axes(['clients_per_round=10,20,40,80',
                              'client_lr=0.5,1.0'])
-    ties = sweep.parse_ties(['noise_multiplier=0.075*clients_per_round'],
+    ties = sweeps.parse_ties(['noise_multiplier=0.075*clients_per_round'],
                             axes)
-    points = sweep.grid_points(axes, ties)
+    points = sweeps.grid_points(axes, ties)
     self.assertLen(points, 8)
     for p in points:
       self.assertAlmostEqual(p['noise_multiplier'] / p['clients_per_round'],
                              0.075)
     self.assertEqual([p['clients_per_round'] for p in points[:2]], [10, 10])
-    self.assertEqual(sweep.point_name(points[0], 3),
+    self.assertEqual(sweeps.point_name(points[0], 3),
                      'clients_per_round10_client_lr0.5_noise_multiplier0.75'
                      '_seed3')
 
@@ -49,7 +49,7 @@ class GridTest(parameterized.TestCase):
        ['noise_multiplier=0.1*aggregator'], 'not numeric'))
   def test_bad_grids_are_refused(self, axes, ties, message):
     with self.assertRaisesRegex(ValueError, message):
-      sweep.parse_ties(ties, sweep.parse_axes(axes))
+      sweeps.parse_ties(ties, sweeps.parse_axes(axes))
 
 
 class SummaryTest(absltest.TestCase):
@@ -59,7 +59,7 @@ class SummaryTest(absltest.TestCase):
                  eval_in_vocab_accuracy=a, eval_loss=5.0, zcdp=1.0,
                  epsilon=2.0, launch_epsilon=None)
             for m, z, a in [(10, 1.0, 0.2), (20, 2.0, 0.3), (10, 1.0, 0.4)]]
-    table = sweep.summarize(rows, ['clients_per_round', 'noise_multiplier'])
+    table = sweeps.summarize(rows, ['clients_per_round', 'noise_multiplier'])
     self.assertEqual([(r['clients_per_round'], r['runs']) for r in table],
                      [(10, 2), (20, 1)])
     self.assertAlmostEqual(table[0]['accuracy_mean'], 0.3)
@@ -69,7 +69,7 @@ class SummaryTest(absltest.TestCase):
     # (epsilon, accuracy): (2, 20) dominates (3, 18); (1, 10) and (5, 25)
     # are kept; (5, 22) is dominated by (5, 25).
     points = [(3, 18), (1, 10), (2, 20), (5, 25), (5, 22)]
-    self.assertEqual(sweep.frontier(points), [1, 2, 3])
+    self.assertEqual(sweeps.frontier(points), [1, 2, 3])
 
 
 class RunSweepTest(absltest.TestCase):
@@ -94,10 +94,10 @@ class RunSweepTest(absltest.TestCase):
     original = training_runs.run_training
     training_runs.run_training = fake_run
     try:
-      axes = sweep.parse_axes(['clients_per_round=10,20', 'client_lr=0.5,1'])
-      ties = sweep.parse_ties(['noise_multiplier=0.1*clients_per_round'],
+      axes = sweeps.parse_axes(['clients_per_round=10,20', 'client_lr=0.5,1'])
+      ties = sweeps.parse_ties(['noise_multiplier=0.1*clients_per_round'],
                               axes)
-      rows, table = sweep.run_sweep(root=root, flagfile='x.flags', axes=axes,
+      rows, table = sweeps.run_sweep(root=root, flagfile='x.flags', axes=axes,
                                     ties=ties, seeds=[1, 2],
                                     extra_flags=['--total_rounds=5'])
     finally:
