@@ -319,6 +319,15 @@ class MetricsWriter:
     plotting.training_curves(self.plot_path, self.rows)
 
 
+def read_metric(run_path: str, key: str = 'eval_in_vocab_accuracy'
+               ) -> Tuple[List[int], List[float]]:
+  """(rounds, values) of one metrics.csv column, at the rounds it has one."""
+  with open(os.path.join(run_path, METRICS_FILE), newline='',
+            encoding='utf-8') as f:
+    rows = [r for r in csv.DictReader(f) if r.get(key)]
+  return [int(r['round']) for r in rows], [float(r[key]) for r in rows]
+
+
 def _parse_row(row: Dict[str, str]) -> Dict[str, Any]:
   out = {}
   for k, v in row.items():

@@ -145,14 +145,6 @@ def _print_privacy(rows):
         'over rounds of the prefix-sum noise std / C at that equal zCDP.')
 
 
-def _metrics(run_dir):
-  import csv  # pylint: disable=g-import-not-at-top
-  with open(os.path.join(run_dir, 'metrics.csv')) as f:
-    rows = [r for r in csv.DictReader(f) if r.get('eval_in_vocab_accuracy')]
-  return ([int(r['round']) for r in rows],
-          [float(r['eval_in_vocab_accuracy']) for r in rows])
-
-
 def train_comparison(root, flagfile, z_tree, seed, output_dir):
   """Tree at z_tree, then BLT at the tree's planned zCDP; returns rows."""
   # Evaluated every 10 rounds for the curves.
@@ -184,7 +176,7 @@ def train_comparison(root, flagfile, z_tree, seed, output_dir):
   out = []
   series = []
   for name, summary, z in (('tree', tree, z_tree), ('BLT', blt, z_blt)):
-    xs, ys = _metrics(os.path.join(root, name.lower()))
+    xs, ys = run_directory.read_metric(os.path.join(root, name.lower()))
     series.append((f'{name} (z = {z:.3f})', xs, [100 * y for y in ys]))
     for x, y in zip(xs, ys):
       out.append(dict(mechanism=name, noise_multiplier=z, round=x,

@@ -28,8 +28,8 @@ rounds to the target from pretraining is printed per seed. --quick runs a
 tiny model for a few rounds (the tests' scale: checks the pipeline, not the
 findings).
 
-  python -m experiments.reproduce_utility_curves          # about an hour
-  python -m experiments.reproduce_utility_curves --quick  # under a minute
+  python -m experiments.reproduce_utility_curves          # about 28 minutes
+  python -m experiments.reproduce_utility_curves --quick  # about a minute
 """
 
 import dataclasses
@@ -139,7 +139,8 @@ class Runner:
                              eval_data=self.heldout, vocab=self.vocab,
                              output_dir=out,
                              data_description=self.description)
-    return dict(summary, metrics=_metrics(out))
+    return dict(summary, clip_rows=_clip_rows(out),
+                eval_curve=run_directory.read_metric(out))
 
   def pretrain(self, steps: int, seed: int) -> str:
     # pylint: disable=g-import-not-at-top
@@ -164,15 +165,16 @@ class Runner:
     return out
 
 
-def _metrics(run_dir: str):
-  import csv  # pylint: disable=g-import-not-at-top
-  with open(os.path.join(run_dir, run_directory.METRICS_FILE)) as f:
-    return list(csv.DictReader(f))
+def _clip_rows(run_path: str):
+  """The adaptive clip columns of metrics.csv, at the rounds that have them."""
+  rounds, in_force = run_directory.read_metric(run_path, 'clip_norm_in_force')
+  _, estimate = run_directory.read_metric(run_path, 'clip_norm_estimate')
+  return [dict(round=r, clip_norm_in_force=c, clip_norm_estimate=e)
+          for r, c, e in zip(rounds, in_force, estimate)]
 
 
-def _curve(summary, key='eval_in_vocab_accuracy'):
-  rows = [r for r in summary['metrics'] if r.get(key)]
-  return [int(r['round']) for r in rows], [float(r[key]) for r in rows]
+def _curve(summary):
+  return summary['eval_curve']
 
 
 def rounds_to_target(summary, target: float):
@@ -257,10 +259,7 @@ def main(argv):
                      xlabel='round', ylabel='eval in-vocab accuracy (%)')
 
   # Figure 1b: the adaptive clip norm in force and its estimate.
-  clip_rows = [dict(round=int(r['round']),
-                    clip_norm_in_force=float(r['clip_norm_in_force']),
-                    clip_norm_estimate=float(r['clip_norm_estimate']))
-               for r in adaptive['metrics'] if r.get('clip_norm_estimate')]
+  clip_rows = adaptive['clip_rows']
   run_directory.write_csv_atomic(os.path.join(out, f'utility_fig1b{suffix}.csv'),
                                  clip_rows)
   plotting.line_plot(
