@@ -23,7 +23,7 @@ demo: $(STAMP)
 	$(PY) -m experiments.run_stackoverflow --flagfile=configs/demo.flags
 
 test: $(STAMP)
-	$(PY) -m pytest tests -q -p no:cacheprovider
+	$(PY) -m pytest tests -q -p no:cacheprovider -n 2 --dist loadfile
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.accounting_speed
