@@ -136,6 +136,21 @@ class TrainConfig:
       'runs short (run_short).', flag_type='enum')
   max_wait_hours: float = _field(
       24.0, 'timer: longest wait for a full round before running short.')
+  # Where rounds run (dpftrl_tff.remote): no part of the run's identity.
+  workers: Optional[str] = _field(
+      None, 'Run each round\'s cohort across these TFF workers, '
+      'host:port,host:port,... (each started with `python -m '
+      'experiments.serve_worker`; the database must be at the same path on '
+      'every worker machine). Unset: on this machine.', resumable=True)
+  subrounds: int = _field(
+      0, 'With --workers: cut each cohort into this many parts S, run on '
+      'free workers and summed in a fixed order (0: one per worker). '
+      'Results depend on S, not on the number of workers.', resumable=True)
+  on_worker_failure: str = _field(
+      'stop', 'With --workers: when a worker is lost during a round, stop '
+      '(re-run the command to resume from the last checkpoint) or continue '
+      '(the round again on the remaining workers; same S, same result).',
+      resumable=True, flag_type='enum')
   # Launch-equivalent privacy (reported beside the run's own).
   launch_report_goal: int = _field(
       6500, 'Report goal of the equivalent launch: its noise multiplier is '
@@ -214,6 +229,16 @@ class TrainConfig:
                        minimum=self.launch_report_goal)
     if self.launch_rounds is not None:
       checks.check_int(self.launch_rounds, '--launch_rounds', minimum=1)
+    from dpftrl_tff.remote import workers  # pylint: disable=g-import-not-at-top
+    workers.parse_workers(self.workers)
+    checks.check_int(self.subrounds, '--subrounds', minimum=0)
+    if self.subrounds and not self.workers:
+      raise ValueError(f'--subrounds={self.subrounds} needs --workers (on '
+                       f'one machine a round is not cut into parts).')
+    if self.on_worker_failure not in workers.FAILURE_POLICIES:
+      raise ValueError(f'--on_worker_failure={self.on_worker_failure!r} is '
+                       f'unknown; allowed: '
+                       f'{", ".join(workers.FAILURE_POLICIES)}.')
 
   def timer_settings(self):
     from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
@@ -246,10 +271,12 @@ def default_enum_values() -> Dict[str, Any]:
   from dpftrl_tff import participation
   from dpftrl_tff.accounting import blt_optimizer
   from dpftrl_tff.aggregators import registry
+  from dpftrl_tff.remote import workers
   # pylint: enable=g-import-not-at-top
   return dict(aggregator=registry.names(), participation=participation.MODELS,
               shortfall=participation.SHORTFALL_POLICIES,
-              blt_error=blt_optimizer.ERRORS)
+              blt_error=blt_optimizer.ERRORS,
+              on_worker_failure=workers.FAILURE_POLICIES)
 
 
 def define_flags(flag_values=None, config_class=TrainConfig, *,

@@ -103,10 +103,16 @@ def _check_example(blob, cache_dir: str):
 
 
 def load_stackoverflow(cache_dir: str):
-  """(train, heldout, test) ClientData through TFF's loader, offline."""
+  """(train, heldout, test) ClientData through TFF's loader, offline.
+
+  The database path is made absolute: it is written into the clients'
+  dataset computations, which remote workers (`dpftrl_tff.remote`) run in
+  their own working directory.
+  """
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   check_database(cache_dir)
-  return tff.simulation.datasets.stackoverflow.load_data(cache_dir=cache_dir)
+  return tff.simulation.datasets.stackoverflow.load_data(
+      cache_dir=os.path.abspath(cache_dir))
 
 
 def describe(cache_dir: str, vocab: Sequence[str], *, num_train_clients: int,

@@ -38,6 +38,7 @@ from dpftrl_tff import run_directory
 from dpftrl_tff import tff_compat
 from dpftrl_tff.tff_compat import resident
 from dpftrl_tff.aggregators import registry
+from dpftrl_tff.remote import workers as workers_lib
 
 TrainConfig = config_lib.TrainConfig
 HPARAMS_FILE = run_directory.HPARAMS_FILE
@@ -110,6 +111,43 @@ def taking_client_ids(process, train_data, preprocess):
     return None
   return tff.simulation.compose_dataset_computation_with_learning_process(
       client_datasets, process)
+
+
+def build_runner(config: TrainConfig, process, *, train_data,
+                 by_client_id: bool, database: Optional[str],
+                 print_fn: Callable[[str], None] = print):
+  """What runs the rounds: on this machine, or across `config.workers`.
+
+  On this machine, `resident.ResidentProcess` (the server state stays in
+  TFF's local worker). With workers, `remote.rounds.DistributedProcess`
+  over TFF's mergeable context, after checking that every worker reads the
+  training database at `database` as this machine does.
+  """
+  if not config.workers:
+    return resident.ResidentProcess(process)
+  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff.remote import context as context_lib
+  from dpftrl_tff.remote import rounds
+  # pylint: enable=g-import-not-at-top
+  if not by_client_id or not database:
+    raise ValueError(
+        '--workers needs training data that workers open themselves from a '
+        'database file (TFF\'s SQL ClientData, as --cache_dir and the '
+        'generated data give).')
+  distributed = context_lib.DistributedContext(
+      workers_lib.parse_workers(config.workers), subrounds=config.subrounds,
+      secure_sums=config.secagg)
+  rounds.check_client_data(distributed,
+                           dataset_fn=train_data.serializable_dataset_fn,
+                           client_id=train_data.client_ids[0],
+                           database=database)
+  print_fn(f'Rounds run on {len(distributed.workers)} TFF worker(s) '
+           f'({", ".join(map(str, distributed.workers))}), each cohort cut '
+           f'into {distributed.subrounds} subrounds.')
+  return rounds.DistributedProcess(
+      process, distributed,
+      continue_on_worker_failure=config.on_worker_failure == 'continue',
+      warn=print_fn)
 
 
 def build_learning_process(config: TrainConfig):
@@ -465,6 +503,8 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
     progress_stream: stream of the progress line (default stdout).
   """
   config.validate(num_train_clients=len(train_data.client_ids))
+  # Before anything else: a worker that is down fails the run now.
+  workers_lib.check_reachable(workers_lib.parse_workers(config.workers))
   plan_blt(config, len(train_data.client_ids))
   check_memory(config)
   if config.initial_weights is not None:
@@ -544,6 +584,14 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
     if leaves is not None:
       state = tree.unflatten_as(state, leaves)
       print_fn(f'Resuming {run_dir.path} from round {start_round}.')
+  # TFF's workers build the cohort's datasets from their client round keys.
+  by_client_id = taking_client_ids(process, train_data, preprocess)
+  # Locally, the state stays in TFF's worker between rounds
+  # (tff_compat.resident); with --workers, rounds run across them.
+  runner = build_runner(
+      config, by_client_id or process, train_data=train_data,
+      by_client_id=by_client_id is not None,
+      database=(data_description or {}).get('database'), print_fn=print_fn)
   hparams = dict(dataclasses.asdict(config), data=data_description or {})
   hparams[run_directory.PROVENANCE_KEY] = (
       (previous or {}).get(run_directory.PROVENANCE_KEY, []) +
@@ -559,10 +607,6 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
     log.record(r, sampler.sample(r))
   writer = run_directory.MetricsWriter(run_dir, start_round)
 
-  # TFF's worker builds the cohort's datasets from their client round keys.
-  by_client_id = taking_client_ids(process, train_data, preprocess)
-  # The state stays in TFF's worker between rounds (tff_compat.resident).
-  runner = resident.ResidentProcess(by_client_id or process)
   shuffle = getattr(preprocess, 'shuffles', False)
 
   def client_data_fn(round_num, cohort):
@@ -614,6 +658,14 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
         runner=runner, sampler=sampler, client_ids=client_ids, log=log,
         client_data_fn=client_data_fn, state=state, start_round=start_round,
         end_round=end_round, on_round=on_round)
+  except workers_lib.WorkerError as e:
+    done = int(writer.rows[-1]['round']) if writer.rows else start_round
+    raise workers_lib.WorkerError(
+        f'{e} The run stopped after round {done}; it keeps its last '
+        f'checkpoint (round {run_dir.latest_checkpoint_round()}): start the '
+        f'worker again and re-run the same command to resume, or pass '
+        f'--on_worker_failure=continue to go on without it.',
+        e.workers) from None
   finally:
     bar.close()
   weights = process.get_model_weights(runner.materialize(state)).trainable

@@ -27,6 +27,9 @@ It writes into --root_output_dir:
                       frontier (no other point is both more accurate and
                       more private) marked.
 
+Flags after `--` go to every run: `-- --workers=host1:8000,host2:8000` runs
+every point's rounds across TFF workers (docs/scaling.md).
+
   python -m experiments.sweep --axis=clients_per_round=10,20,40 \
       --tie=noise_multiplier=0.05*clients_per_round --seeds=1,2 \
       -- --total_rounds=100 --launch_population=4210000
