@@ -15,6 +15,8 @@ per round, for:
                over the same client tf.data datasets (built before the
                timing; the TFF cases build them in the timed rounds, from
                the cohort's client ids, as training does),
+  tff_empty    TFF FedAvg over clients with no data: the per-round cost of
+               the controller and TFF's plumbing alone,
   keras_in_memory  the same loop over batches materialized in memory
                beforehand (no input pipeline: a compute-only bound),
   agg_none, agg_dp_ftrl, agg_adaptive, agg_secagg, agg_blt
@@ -32,6 +34,12 @@ case runs k times, the cases interleaved (a, b, a, b, ...) so that a slow
 spell of the machine hits all of them; the summary compares the medians and
 also gives each repeat's ratio, so a 5% goal is judged against the spread.
 
+Across machines (docs/scaling.md): with `--workers=host:port,...` the TFF
+cases run their rounds on those TFF workers (`dpftrl_tff.remote`);
+`--start_workers=1,2` starts that many loopback workers itself, worker i
+pinned to CPU i (like `taskset`), runs the cases for each count and prints
+the throughput of each count against the first.
+
 The client data is generated (dpftrl_tff/synthetic.py) with
 `--min_sentences_per_client=100` by default: client sizes like the real
 StackOverflow train split's, so a round does as much training as on the real
@@ -41,6 +49,7 @@ client of 5 or 250 sentences, so their share of the round depends on this;
 
   python -m benchmarks.round_time [--rounds=5] [--clients=10,50] [--cases=...]
       [--repeats=1] [--min_sentences_per_client=100]
+      [--workers=host:port,... | --start_workers=1,2] [--subrounds=0]
 """
 
 import json
@@ -80,7 +89,17 @@ _RESIDENT = flags.DEFINE_bool(
     'training does (dpftrl_tff/tff_compat/resident.py); false: plain process.next.')
 _REPEATS = flags.DEFINE_integer(
     'repeats', 1, 'Runs of every case, interleaved; the summary uses medians.')
-CASES = ('keras', 'keras_in_memory', 'tff_none', 'tff_dp_ftrl',
+_WORKERS = flags.DEFINE_string(
+    'workers', None, 'TFF cases run their rounds across these TFF workers '
+    '(host:port,...; see experiments.serve_worker).')
+_START_WORKERS = flags.DEFINE_list(
+    'start_workers', None, 'Worker counts: for each, start that many '
+    'loopback TFF workers (worker i pinned to CPU i mod the CPU count) and '
+    'run the cases on them.')
+_SUBROUNDS = flags.DEFINE_integer(
+    'subrounds', 0, 'With workers: parts each cohort is cut into (0: one per '
+    'worker).')
+CASES = ('keras', 'keras_in_memory', 'tff_none', 'tff_empty', 'tff_dp_ftrl',
          'tff_adaptive', 'tff_secagg', 'tff_blt', 'agg_none', 'agg_dp_ftrl',
          'agg_adaptive', 'agg_secagg', 'agg_blt')
 _CASES = flags.DEFINE_list('cases', list(CASES), 'Cases to run.')
@@ -276,17 +295,29 @@ def _run_case(case, clients, rounds):
   else:
     process = training.build_learning_process(config)
     state = training.initial_state(process, config)
+    if case == 'tff_empty':   # Clients without data: TFF's plumbing alone.
+      sequences = [0] * len(sequences)
+      full = preprocess
+      preprocess = lambda dataset, seed=None: full(dataset, seed).take(0)
     # As training.train runs rounds: a round gets the cohort's client ids and
     # TFF's worker builds their datasets (so the timing includes that), and
-    # the server state stays in TFF's worker.
+    # the server state stays in TFF's worker (or, with --workers, rounds
+    # run across the workers).
     process = training.taking_client_ids(process, train_data, preprocess)
     cohorts = [[data.client_round_key(0, c) for c in ids]
                for ids in cohort_ids]
-    kept = resident.ResidentProcess(process)
+    if _WORKERS.value:
+      config.workers, config.subrounds = _WORKERS.value, _SUBROUNDS.value
+      kept = training.build_runner(
+          config, process, train_data=train_data, by_client_id=True,
+          database=data.database_path(os.path.abspath(_cache_dir())),
+          print_fn=lambda _: None)
+    else:
+      kept = resident.ResidentProcess(process)
 
     def run_round(cohort):
       nonlocal state
-      if _RESIDENT.value:
+      if _RESIDENT.value or _WORKERS.value:
         state = kept.next(state, cohort)[0]
       else:
         state = process.next(state, cohort).state
@@ -302,15 +333,18 @@ def _run_case(case, clients, rounds):
   peak = _peak_rss_mb([os.getpid()] + runtime.worker_pids())
   return dict(case=case, clients=clients,
               seconds_per_round=seconds, cpu_seconds_per_round=cpu,
-              sequences_per_second=sum(sequences[1:]) / (seconds * rounds),
+              sequences_per_second=sum(sequences[1:]) / (seconds * rounds) if
+              seconds else 0.0,
               sequences_per_round=sum(sequences[1:]) / rounds,
               peak_memory_mb=peak)
 
 
-def _run_in_subprocess(case, clients):
+def _run_in_subprocess(case, clients, workers=None):
   """Runs one case in a fresh process; its result dict, or None."""
+  remote = [f'--workers={workers}', f'--subrounds={_SUBROUNDS.value}'
+            ] if workers else []
   proc = subprocess.run(
-      [sys.executable, '-m', 'benchmarks.round_time',
+      [sys.executable, '-m', 'benchmarks.round_time', *remote,
        f'--case={case}:{clients}', f'--rounds={_ROUNDS.value}',
        f'--cache_dir={_cache_dir()}', f'--vocab_size={_VOCAB.value}',
        f'--latent_size={_LATENT.value}',
@@ -384,31 +418,14 @@ def _print_aggregation_cost(medians, base, case, round_case, label, goal):
   print(text)
 
 
-def main(argv):
-  del argv
-  if _CASE.value:
-    case, clients = _CASE.value.split(':')
-    print('RESULT ' + json.dumps(_run_case(case, int(clients),
-                                           _ROUNDS.value)))
-    return 0
-  if _REPEATS.value < 1:
-    raise app.UsageError(f'--repeats must be >= 1, got {_REPEATS.value}.')
-  unknown = [c for c in _CASES.value if c not in CASES]
-  if unknown:
-    raise app.UsageError(f'--cases: unknown {unknown}; allowed: '
-                         f'{", ".join(CASES)}.')
-  synthetic.ensure_generated(
-      _cache_dir(), seed=0, num_words=12000,
-      num_train_clients=_TRAIN_CLIENTS.value,
-      min_sentences_per_client=_MIN_SENTENCES.value)
-  print(f'Data: {_cache_dir()} (generated, at least '
-        f'{_MIN_SENTENCES.value} sentences per client, '
-        f'{_TRAIN_CLIENTS.value} training clients)')
+def _run_all(workers=None):
+  """Runs the cases at every cohort size; {clients: {case: medians}}."""
+  all_medians = {}
   for clients in [int(c) for c in _CLIENTS.value]:
     runs_by_case = {}
     for repeat in range(_REPEATS.value):
       for case in _CASES.value:    # Interleaved: a, b, ..., a, b, ...
-        r = _run_in_subprocess(case, clients)
+        r = _run_in_subprocess(case, clients, workers)
         if r is None:
           continue
         runs_by_case.setdefault(case, []).append(r)
@@ -420,6 +437,7 @@ def main(argv):
               f'peak {r["peak_memory_mb"]:7.0f} MB', flush=True)
     print(f'clients {clients}, medians over {_REPEATS.value} run(s):')
     medians = {c: _summary(r) for c, r in runs_by_case.items()}
+    all_medians[clients] = medians
     for case, m in medians.items():
       print(f'  {case:15} {m["seconds_per_round"]:7.2f} s/round '
             f'{m["sequences_per_round"]:6.0f} seq/round '
@@ -452,6 +470,75 @@ def main(argv):
                             ' (goal <= 30% at 50 clients)')
     _print_aggregation_cost(medians, 'agg_dp_ftrl', 'agg_blt', 'tff_dp_ftrl',
                             'BLT noise', ' (goal <= 5% at 50 clients)')
+  return all_medians
+
+
+def _start_pinned_workers(count):
+  """Starts `count` loopback TFF workers, worker i pinned to CPU i mod n."""
+  import portpicker  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff.remote import workers  # pylint: disable=g-import-not-at-top
+  cpus = sorted(os.sched_getaffinity(0))
+  started, names = [], []
+  for i in range(count):
+    port = portpicker.pick_unused_port()
+    started.append(workers.start_worker(port, cpus=[cpus[i % len(cpus)]],
+                                        stderr=subprocess.DEVNULL))
+    names.append(f'localhost:{port}')
+  for name in names:
+    host, port = name.split(':')
+    if not workers.is_reachable(workers.Worker(host, int(port)), 120):
+      raise RuntimeError(f'loopback worker {name} did not start')
+  return started, ','.join(names)
+
+
+def main(argv):
+  del argv
+  if _CASE.value:
+    case, clients = _CASE.value.split(':')
+    print('RESULT ' + json.dumps(_run_case(case, int(clients),
+                                           _ROUNDS.value)))
+    return 0
+  if _REPEATS.value < 1:
+    raise app.UsageError(f'--repeats must be >= 1, got {_REPEATS.value}.')
+  unknown = [c for c in _CASES.value if c not in CASES]
+  if unknown:
+    raise app.UsageError(f'--cases: unknown {unknown}; allowed: '
+                         f'{", ".join(CASES)}.')
+  synthetic.ensure_generated(
+      _cache_dir(), seed=0, num_words=12000,
+      num_train_clients=_TRAIN_CLIENTS.value,
+      min_sentences_per_client=_MIN_SENTENCES.value)
+  print(f'Data: {_cache_dir()} (generated, at least '
+        f'{_MIN_SENTENCES.value} sentences per client, '
+        f'{_TRAIN_CLIENTS.value} training clients)')
+  if _START_WORKERS.value and _WORKERS.value:
+    raise app.UsageError('--workers and --start_workers exclude each other.')
+  if not _START_WORKERS.value:
+    _run_all(_WORKERS.value)
+    return 0
+  counts = [int(c) for c in _START_WORKERS.value]
+  by_count = {}
+  for count in counts:
+    started, names = _start_pinned_workers(count)
+    print(f'{count} loopback TFF worker(s): {names}', flush=True)
+    try:
+      by_count[count] = _run_all(names)
+    finally:
+      for process in started:
+        process.kill()
+        process.wait()
+  base = counts[0]
+  for count in counts[1:]:
+    for clients, medians in by_count[count].items():
+      for case, m in medians.items():
+        b = by_count[base].get(clients, {}).get(case)
+        if b and b['seconds_per_round']:
+          goal = ' (goal >= 1.7 for 2 workers at 50 clients)' if (
+              base == 1 and count == 2) else ''
+          print(f'{case} at {clients} clients: {count} workers give '
+                f'{b["seconds_per_round"] / m["seconds_per_round"]:.2f}x the '
+                f'round throughput of {base} ({m["seconds_per_round"]:.2f} '
+                f'vs {b["seconds_per_round"]:.2f} s/round){goal}')
   return 0
 
 
