@@ -143,7 +143,7 @@ def build_runner(config: TrainConfig, process, *, train_data,
                            database=database)
   print_fn(f'Rounds run on {len(distributed.workers)} TFF worker(s) '
            f'({", ".join(map(str, distributed.workers))}), each cohort cut '
-           f'into {distributed.subrounds} subrounds.')
+           f'into {distributed.subrounds} subround(s).')
   return rounds.DistributedProcess(
       process, distributed,
       continue_on_worker_failure=config.on_worker_failure == 'continue',
@@ -660,12 +660,14 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
         end_round=end_round, on_round=on_round)
   except workers_lib.WorkerError as e:
     done = int(writer.rows[-1]['round']) if writer.rows else start_round
+    checkpoint = run_dir.latest_checkpoint_round()
+    kept = (f'it keeps its last checkpoint (round {checkpoint})' if checkpoint
+            else 'it has no checkpoint yet')
     raise workers_lib.WorkerError(
-        f'{e} The run stopped after round {done}; it keeps its last '
-        f'checkpoint (round {run_dir.latest_checkpoint_round()}): start the '
-        f'worker again and re-run the same command to resume, or pass '
-        f'--on_worker_failure=continue to go on without it.',
-        e.workers) from None
+        f'{e} The run stopped after round {done}; {kept}: start the worker '
+        f'again (or leave it out of --workers) and re-run the same command '
+        f'to resume, or pass --on_worker_failure=continue to go on without '
+        f'it.', e.workers) from None
   finally:
     bar.close()
   weights = process.get_model_weights(runner.materialize(state)).trainable

@@ -47,6 +47,8 @@ _READY_TIMEOUT = flags.DEFINE_float(
 def _check_port(port: int):
   with socket.socket(socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET,
                      socket.SOCK_STREAM) as s:
+    # As gRPC binds: a port in TIME_WAIT after a stopped worker is free.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
       s.bind(('', port))
     except OSError as e:

@@ -25,7 +25,7 @@ done
 # Wait until every worker answers (the first start loads TensorFlow).
 for w in "${workers[@]}"; do
   for _ in $(seq 120); do
-    if "$repo/.venv/bin/python" -c "
+    if PYTHONPATH="$repo" "$repo/.venv/bin/python" -c "
 import sys
 from dpftrl_tff.remote import workers
 w = workers.parse_workers(sys.argv[1])[0]
