@@ -213,9 +213,10 @@ def _grpc_detail(error) -> str:
   code = getattr(cause, 'code', None)
   details = getattr(cause, 'details', None)
   if callable(code) and callable(details):
-    return f'{code().name}: {(details() or "").splitlines()[0][:200]}'
-  return str(cause).splitlines()[0][:200] if str(cause) else type(
-      error).__name__
+    text = f'{code().name}: {details() or ""}'
+  else:
+    text = str(cause) or type(error).__name__
+  return text.splitlines()[0][:200]
 
 
 async def _up_to_merge_in_order(comp, args: Sequence, contexts: Sequence):
@@ -305,6 +306,12 @@ class DistributedContext(mergeable.MergeableCompExecutionContext):
     else:
       result_type = comp.type_signature.result
       comp = self._compiler_pipeline.compile(comp)
+    # after_merge runs once, so its result must not be per client.
+    if not type_analysis.contains_only(comp.after_merge.type_signature.result,
+                                       _not_per_client):
+      raise ValueError(
+          'DistributedContext runs computations whose results are placed at '
+          f'the server (a training round); this one returns {result_type}.')
     if arg is not None:
       arg = mergeable.MergeableCompExecutionContextValue(
           arg, comp.up_to_merge.type_signature.parameter, self._num_subrounds)
@@ -321,11 +328,6 @@ class DistributedContext(mergeable.MergeableCompExecutionContext):
     contexts = list(self._async_execution_contexts)
     args = arg.value() if arg is not None else [None] * len(contexts)
     merged, context = await _up_to_merge_in_order(comp, args, contexts)
-    result_type = comp.after_merge.type_signature.result
-    if not type_analysis.contains_only(result_type, _not_per_client):
-      raise ValueError(
-          'DistributedContext runs computations whose results are placed at '
-          f'the server (a training round); this one returns {result_type}.')
     return await mergeable._compute_after_merged(  # pylint: disable=protected-access
         comp, args[0], merged, context)
 
