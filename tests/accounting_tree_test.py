@@ -2,9 +2,11 @@
 
 import itertools
 import random
+from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import numpy as np
 from tensorflow_privacy.privacy.analysis import tree_aggregation_accountant as tfp_tree
 from tensorflow_privacy.privacy.dp_query import restart_query
 
@@ -81,6 +83,44 @@ class BruteForceTest(parameterized.TestCase):
                                          _fast_path=False))
       checked += 1
 
+  def test_dense_program_equals_brute_force(self):
+    # The dense program (normally for MaxP > 64) on trees small enough to
+    # enumerate, with and without restarts.
+    rng = random.Random(13)
+    with mock.patch.object(tree, '_DENSE_MIN_CAP', 0):
+      tree._block_tree.cache_clear()  # pylint: disable=protected-access
+      try:
+        for rounds, min_sep, max_p in itertools.product(
+            range(1, 15), range(0, 5), range(2, 6)):
+          restarts = sorted(rng.sample(range(1, rounds),
+                                       rng.randint(0, min(2, rounds - 1))))
+          self.assertTrue(tree._block_tree(min_sep, max_p, False).dense)  # pylint: disable=protected-access
+          with self.subTest(rounds=rounds, min_sep=min_sep, max_p=max_p,
+                            restarts=restarts):
+            self.assertEqual(
+                tree.max_sensitivity_squared(rounds, max_p, min_sep,
+                                             restarts),
+                tree.brute_force_sensitivity_squared(rounds, max_p, min_sep,
+                                                     restarts))
+      finally:
+        tree._block_tree.cache_clear()  # pylint: disable=protected-access
+
+  def test_dense_program_equals_the_sparse_one_at_wide_gaps(self):
+    # Separations up to the dense limit (MinS 127), restarts, MaxP binding.
+    rng = random.Random(29)
+    for _ in range(25):
+      min_sep = rng.choice([rng.randint(13, 40), rng.randint(41, 127)])
+      rounds = rng.randint(70 * (min_sep + 1), 120 * (min_sep + 1))
+      possible = tree.max_possible_participation(rounds, min_sep)
+      max_p = rng.randint(65, possible - 1)
+      restarts = sorted(rng.sample(range(1, rounds), rng.randint(0, 3)))
+      with self.subTest(rounds=rounds, min_sep=min_sep, max_p=max_p,
+                        restarts=restarts):
+        self.assertEqual(
+            tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts),
+            tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts,
+                                         _fast_path=False))
+
   def test_restarts_never_exceed_independent_trees(self):
     # Composition of per-tree worst cases is a looser valid bound.
     for rounds, min_sep, max_p in [(300, 20, 6), (1000, 37, 9)]:
@@ -93,6 +133,90 @@ class BruteForceTest(parameterized.TestCase):
       self.assertLessEqual(joint, separate)
       self.assertGreaterEqual(
           joint, tree.max_sensitivity_squared(bounds[1], max_p, min_sep))
+
+
+def _random_cumulative(rng, rows, gap, lasts, values):
+  """A table cumulative along offsets, column t finite on [0, lasts[t]]."""
+  table = np.full((rows, gap), tree._INFEASIBLE, np.int64)  # pylint: disable=protected-access
+  for t in range(gap):
+    table[:lasts[t] + 1, t] = values(lasts[t] + 1)
+  table = np.maximum.accumulate(table, axis=1)
+  table[table < 0] = tree._INFEASIBLE  # pylint: disable=protected-access
+  return table
+
+
+def _naive_merge(left, rights, cap, is_node):
+  rows = min(cap, left.shape[0] - 1 + max(r.shape[0] for r in rights) - 1) + 1
+  out = np.full((rows, left.shape[1]), -1, np.int64)
+  for s, right in enumerate(rights):
+    for i in range(left.shape[0]):
+      for m in range(min(right.shape[0], rows - i)):
+        for t in range(left.shape[1]):
+          if left[i, s] >= 0 and right[m, t] >= 0:
+            total = left[i, s] + right[m, t]
+            if is_node:
+              total += (i + m)**2
+            out[i + m, t] = max(out[i + m, t], total)
+  return out
+
+
+class MergeDenseTest(parameterized.TestCase):
+  """`_merge_dense` against every pair, on random tables of the right shape.
+
+  The pruning must hold for any tables that are cumulative along offsets,
+  finite on a prefix of counts, with R_{s-1} >= R_s: random values exercise
+  far more falls of the increments than real tables have.
+  """
+
+  @parameterized.named_parameters(
+      ('random_values', 'random'),
+      ('nearly_convex', 'convex'),
+      ('holes_in_counts', 'holes'),
+  )
+  def test_equals_every_pair(self, kind):
+    rng = random.Random(kind)
+    np_rng = np.random.default_rng(len(kind))
+
+    def values(count):
+      if kind == 'convex':
+        rises = np.sort(np_rng.integers(0, 40, count))
+        drops = np_rng.random(count) < 0.15
+        rises[drops] -= np_rng.integers(0, 60, int(drops.sum()))
+        return np.cumsum(np.maximum(rises, 0))
+      return np_rng.integers(0, 30, count)
+
+    for _ in range(150):
+      gap = rng.randint(1, 5)
+      left_rows, right_rows = rng.randint(1, 9), rng.randint(1, 9)
+      cap = rng.randint(1, left_rows + right_rows)
+      left_lasts = sorted(rng.randint(0, left_rows - 1) for _ in range(gap))
+      left = _random_cumulative(rng, left_rows, gap, left_lasts, values)
+      bases = []
+      for _ in range(gap):
+        lasts = sorted(rng.randint(0, right_rows - 1) for _ in range(gap))
+        base = _random_cumulative(rng, right_rows, gap, lasts, values)
+        if rng.random() < 0.5:
+          base[0] = 0   # an empty right subtree exits at offset 0
+        bases.append(base)
+      if kind == 'holes':
+        # Counts missing inside a column (tables stay cumulative along
+        # offsets): the merge then falls back to every pair.
+        if left_rows > 1:   # (no participation, row 0, stays possible)
+          left[rng.randrange(1, left_rows), :rng.randint(1, gap)] = (
+              tree._INFEASIBLE)  # pylint: disable=protected-access
+        hole = rng.randrange(right_rows), rng.randint(1, gap)
+        for base in bases:
+          base[hole[0], :hole[1]] = tree._INFEASIBLE  # pylint: disable=protected-access
+      # Entering later allows less: R_s = max of the bases s' >= s.
+      rights = [np.maximum.reduce(bases[s:]) for s in range(gap)]
+      is_node = rng.random() < 0.5
+      merged = tree._merge_dense(  # pylint: disable=protected-access
+          tree._DenseTable(left),  # pylint: disable=protected-access
+          lambda s: tree._DenseTable(rights[s]),  # pylint: disable=protected-access
+          cap, is_node).values
+      expected = _naive_merge(left, rights, cap, is_node)
+      with self.subTest(gap=gap, cap=cap, is_node=is_node):
+        np.testing.assert_array_equal(np.maximum(merged, -1), expected)
 
 
 class TensorFlowPrivacyTest(parameterized.TestCase):

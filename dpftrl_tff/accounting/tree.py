@@ -46,6 +46,14 @@ deep, whose states are (subtree, s, participations) with a Pareto front over
 (s at exit, value). Subtrees of equal size share their tables, which are kept
 between calls with the same MinS and MaxP (a sweep over rounds reuses them).
 
+When MaxP binds, a table keeps every count up to MaxP, and merging two
+subtrees is a max-plus convolution over the counts. With MinS < 128 the
+tables are dense NumPy arrays (counts x exit offsets) and `_merge_dense`
+visits only the pairs of counts that can hold a maximum: the ends of the
+range and the places where the increments of a table fall (its docstring
+has the proof). The sums of squares are neither convex nor concave in the
+count, but their increments fall rarely, so most pairs are never visited.
+
 Restarts (a new tree starting at given rounds) fit the same program: the run
 is a sequence of trees, the offset s and the participation budget carry across
 tree boundaries, and the value is the sum over trees. The result is the exact
@@ -117,8 +125,11 @@ def _drop_dominated_counts(table: _Table) -> _Table:
 
 
 _INFEASIBLE = np.int64(-(2**61))
+_NO_RISE_ABOVE = np.int64(2**62)   # stands for an undefined rise in minima
+_NO_RISE_BELOW = np.int64(-(2**62))  # and in maxima
 _DENSE_MIN_CAP = 64
-_DENSE_MAX_GAP = 32
+_DENSE_MAX_GAP = 128
+_LONG_SEGMENT = 512  # longer on average: merged as slices, not pairs
 
 
 def _table_to_dense(table: _Table, gap: int) -> np.ndarray:
@@ -131,12 +142,240 @@ def _table_to_dense(table: _Table, gap: int) -> np.ndarray:
 
 
 def _dense_to_table(dense: np.ndarray) -> _Table:
+  """Pareto fronts of a cumulative dense table (the offsets where it rises)."""
+  finite = dense >= 0
+  rises = finite.copy()
+  rises[:, 1:] &= dense[:, 1:] > dense[:, :-1]
+  counts, offsets = np.nonzero(rises)
+  values = dense[counts, offsets]
+  bounds = np.flatnonzero(np.diff(counts)) + 1
   table: _Table = {}
-  for n in range(dense.shape[0]):
-    offsets = np.flatnonzero(dense[n] >= 0)
-    if offsets.size:
-      table[n] = _pareto((int(s), int(dense[n, s])) for s in offsets)
+  for n, s_part, v_part in zip(counts[np.r_[0, bounds]].tolist() if counts.size
+                               else [],
+                               np.split(offsets, bounds),
+                               np.split(values, bounds)):
+    table[n] = list(zip(s_part.tolist(), v_part.tolist()))
   return table
+
+
+class _DenseTable:
+  """A cumulative dense table W[n, s_out] and its increments in n."""
+
+  def __init__(self, values: np.ndarray):
+    self.values = values
+    finite = values >= 0
+    self.lasts = finite.sum(axis=0) - 1
+    # Exact tables are finite on a prefix of counts in every column (removing
+    # the last participation keeps a pattern feasible and its exit no later).
+    self.prefix_closed = bool(np.all(finite[1:] <= finite[:-1]))
+    defined = finite[1:]
+    rises = np.diff(values, axis=0)      # rises[k] = W[k+1] - W[k]
+    self.rises = rises
+    descents = np.zeros_like(finite)     # rises[k] < rises[k - 1]
+    descents[1:-1] = (rises[1:] < rises[:-1]) & defined[1:]
+    self.descents = descents
+    self.count_descents = np.flatnonzero(descents.any(axis=1))
+    # (B, t0, t1): columns t0 <= t < t1 end at count B (lasts rise with t).
+    self.end_groups = []
+    for t, last in enumerate(self.lasts.tolist()):
+      if last >= 0:
+        if self.end_groups and self.end_groups[-1][0] == last:
+          self.end_groups[-1][2] = t + 1
+        else:
+          self.end_groups.append([last, t, t + 1])
+    high = np.where(defined, rises, _NO_RISE_ABOVE)
+    low = np.where(defined, rises, _NO_RISE_BELOW)
+    # Per column: running maximum and suffix minimum of the rises.
+    self.rise_prefix_max = np.maximum.accumulate(low, axis=0)
+    self.rise_suffix_min = np.minimum.accumulate(high[::-1], axis=0)[::-1]
+    # Over all columns: the least and the largest rise at each count.
+    self.least_rise = high.min(axis=1)
+    self.largest_rise = low.max(axis=1)
+    self.least_rise_suffix_min = np.minimum.accumulate(
+        self.least_rise[::-1])[::-1]
+    self.largest_rise_prefix_max = np.maximum.accumulate(self.largest_rise)
+
+
+def _segments(anchors: np.ndarray, firsts: np.ndarray,
+              stops: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+  """Pairs (anchor, k) for k in [first, stop), flattened."""
+  lengths = np.maximum(stops - firsts, 0)
+  total = int(lengths.sum())
+  repeated = np.repeat(anchors, lengths)
+  offsets = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths,
+                                         lengths)
+  return repeated, np.repeat(firsts, lengths) + offsets
+
+
+def _useful_span(bound: np.ndarray, current: np.ndarray,
+                 first: int) -> Tuple[int, int]:
+  """[first, stop) shrunk to where `bound` exceeds `current`."""
+  useful = np.flatnonzero(bound > current)
+  if not useful.size:
+    return first, first
+  return first + int(useful[0]), first + int(useful[-1]) + 1
+
+
+def _merge_dense(left: _DenseTable, right_for, cap: int,
+                 is_node: bool) -> _DenseTable:
+  """Max-plus merge of a left subtree with the right one entered where it ends.
+
+  out[n, t] = max over s, i of L[i, s] + R_s[n - i, t] (+ n^2 for a complete
+  node), every table in the cumulative form (exit offset at most s), R_s the
+  right subtree entered at offset s. Exact, but only pairs that can hold the
+  maximum are visited:
+
+  * Offsets: when L[i, s] == L[i, s - 1], the pair (i, s) is bounded by
+    (i, s - 1), since R_{s-1} >= R_s (entering earlier allows every pattern
+    entering later allows). So row i of L is used only at the offsets s
+    where its value steps up.
+  * Counts: for fixed s and t let a = L[:, s], finite on [0, A], and
+    b = R_s[:, t], finite on [0, B]; f(i) = a(i) + b(n - i) on
+    [lo, hi] = [max(0, n - B), min(A, n)]. Let i* be its leftmost maximiser.
+    If lo < i* < hi, f rises into i* and does not rise after it:
+    a'(i*-1) > b'(m) and a'(i*) <= b'(m-1), where m = n - i* and
+    x'(k) = x(k+1) - x(k). (1)
+    If neither a'(i*) < a'(i*-1) (a descent of a at i*) nor
+    b'(m) < b'(m-1) (a descent of b at m), then
+    a'(i*-1) <= a'(i*) <= b'(m-1) <= b'(m) < a'(i*-1), a contradiction. So
+    the maximum is at an end (i in {0, A} or m in {0, B}) or at a descent of
+    a or of b. Ends are merged over their whole range; a descent only over
+    the partners (1) allows, found by binary search in running maxima and
+    minima of the rises (taken over every column t at once).
+
+  A table whose columns are not finite on a prefix of counts (never the case
+  for exact tables) is merged over every pair.
+  """
+  gap = left.values.shape[1]
+  plans = []
+  previous = np.full(left.values.shape[0], _INFEASIBLE, np.int64)
+  for s_mid in range(gap):
+    a = left.values[:, s_mid]
+    steps = a > previous
+    previous = a
+    if steps.any():
+      plans.append((s_mid, a, steps, right_for(s_mid)))
+  rows = min(cap, left.values.shape[0] - 1 +
+             max(p[3].values.shape[0] for p in plans) - 1) + 1
+  out = np.full((rows, gap), _INFEASIBLE, np.int64)
+  pending = []
+  # Pass 1: the ends, over their whole range. When R_s[0, t] = 0 (an empty
+  # right subtree) for every s, the end m = 0 is done for every s at once.
+  zero_row = True
+  for s_mid, a, steps, right in plans:
+    r_values = right.values
+    closed = left.prefix_closed and right.prefix_closed
+    if closed:
+      full_rows = [i for i in (0, left.lasts[s_mid]) if steps[i]]
+      pending.append((s_mid, a, steps, right))
+      zero_row = zero_row and not r_values[0].any()
+    else:
+      full_rows = np.flatnonzero(steps[:rows])
+    for i in full_rows:
+      span = min(r_values.shape[0], rows - i)
+      if span > 0:
+        np.maximum(out[i:i + span], a[i] + r_values[:span],
+                   out=out[i:i + span])
+    if closed:
+      masked = np.where(steps, a, _INFEASIBLE)[:, None]
+      # The end m = B_t > 0 serves the columns t whose last count is B_t.
+      for m, t0, t1 in right.end_groups:
+        span = min(masked.shape[0], rows - m)
+        if span > 0 and m:
+          np.maximum(out[m:m + span, t0:t1],
+                     masked[:span] + r_values[m, t0:t1],
+                     out=out[m:m + span, t0:t1])
+  if pending:
+    if zero_row:
+      best = np.full(left.values.shape[0], _INFEASIBLE, np.int64)
+      for _, a, steps, _ in pending:
+        np.maximum(best, np.where(steps, a, _INFEASIBLE), out=best)
+      span = min(rows, best.shape[0])
+      np.maximum(out[:span], best[:span, None], out=out[:span])
+    else:
+      for _, a, steps, right in pending:
+        masked = np.where(steps, a, _INFEASIBLE)[:, None]
+        span = min(masked.shape[0], rows)
+        np.maximum(out[:span], masked[:span] + right.values[0],
+                   out=out[:span])
+  # A pattern ending at offset t also ends at or before t' > t; the filter of
+  # pass 2 relies on out being nondecreasing along t.
+  np.maximum.accumulate(out, axis=1, out=out)
+  # Pass 2: the descents, over the partners (1) allows. A pair (i, m) can
+  # raise out[i + m, t] for some t only if it beats out[i + m, 0] at the
+  # largest t (out is nondecreasing in t): the rest are skipped unexamined.
+  out_first = out[:, 0]
+  for s_mid, a, steps, right in pending:
+    r_values = right.values
+    r_best = r_values[:, -1]
+    row_descents = np.flatnonzero(left.descents[:rows, s_mid] & steps[:rows])
+    rises = left.rises[:, s_mid]
+    i_parts, m_parts = [], []
+    if row_descents.size:
+      firsts = 1 + np.searchsorted(right.largest_rise_prefix_max,
+                                   rises[row_descents])
+      stops = np.minimum(
+          np.searchsorted(right.least_rise_suffix_min,
+                          rises[row_descents - 1]), rows - row_descents)
+      long_segments = (np.sum(np.maximum(stops - firsts, 0)) >
+                       _LONG_SEGMENT * row_descents.size)
+      if long_segments:
+        for i, first, stop in zip(row_descents, firsts, stops):
+          first, stop = _useful_span(
+              a[i] + r_best[first:stop], out_first[i + first:i + stop],
+              first)
+          if first < stop:
+            np.maximum(out[i + first:i + stop], a[i] + r_values[first:stop],
+                       out=out[i + first:i + stop])
+      else:
+        rows_i, counts_m = _segments(row_descents, firsts, stops)
+        i_parts.append(rows_i)
+        m_parts.append(counts_m)
+    # (An end of one column may be a descent of another: none is skipped.)
+    count_descents = right.count_descents
+    count_descents = count_descents[count_descents < rows]
+    if count_descents.size:
+      firsts = 1 + np.searchsorted(
+          left.rise_prefix_max[:, s_mid], right.least_rise[count_descents],
+          side='right')
+      stops = np.minimum(np.searchsorted(
+          left.rise_suffix_min[:, s_mid],
+          right.largest_rise[count_descents - 1], side='right'),
+          rows - count_descents)
+      long_segments = (np.sum(np.maximum(stops - firsts, 0)) >
+                       _LONG_SEGMENT * count_descents.size)
+      if long_segments:
+        masked = np.where(steps, a, _INFEASIBLE)[:, None]
+        for m, first, stop in zip(count_descents, firsts, stops):
+          first, stop = _useful_span(
+              masked[first:stop, 0] + r_best[m], out_first[m + first:m + stop],
+              first)
+          if first < stop:
+            np.maximum(out[m + first:m + stop],
+                       masked[first:stop] + r_values[m],
+                       out=out[m + first:m + stop])
+      else:
+        counts_m, rows_i = _segments(count_descents, firsts, stops)
+        keep = steps[rows_i]
+        i_parts.append(rows_i[keep])
+        m_parts.append(counts_m[keep])
+    if not i_parts:
+      continue
+    rows_i = np.concatenate(i_parts)
+    counts_m = np.concatenate(m_parts)
+    if not rows_i.size:
+      continue
+    target = rows_i + counts_m
+    useful = a[rows_i] + r_best[counts_m] > out_first[target]
+    if useful.any():
+      rows_i, counts_m, target = (rows_i[useful], counts_m[useful],
+                                  target[useful])
+      np.maximum.at(out, target, a[rows_i][:, None] + r_values[counts_m])
+  out[out < 0] = _INFEASIBLE
+  if is_node:
+    counts = np.arange(out.shape[0], dtype=np.int64)[:, None]
+    out = np.where(out >= 0, out + counts * counts, _INFEASIBLE)
+  return _DenseTable(out)
 
 
 class _BlockTree:
@@ -148,13 +387,14 @@ class _BlockTree:
     # Dense tables when the count can bind and be large but offsets are few.
     self.dense = (not counts_are_free and max_participation > _DENSE_MIN_CAP
                   and min_separation + 1 <= _DENSE_MAX_GAP)
-    self._dense_memo: Dict[Tuple[int, int], np.ndarray] = {}
+    self._dense_memo: Dict[Tuple[int, int], '_DenseTable'] = {}
     self.gap = min_separation + 1
     self.block = 1 << self.gap.bit_length()          # smallest 2^h > gap
     self.levels_below = self.block.bit_length() - 1  # h1, levels of size < B
     self.slack = self.block - self.gap               # D
     self.cap = max_participation
     self._memo: Dict[Tuple[int, int], _Table] = {}
+    self._segment_memo: Dict[Tuple[int, int], _DenseTable] = {}
 
   def leaf(self, s: int) -> _Table:
     """One complete B-block entered at offset s."""
@@ -198,48 +438,28 @@ class _BlockTree:
     return result
 
   def _run_dense(self, size: int, s: int) -> np.ndarray:
-    """`run` as a dense array V[n, s_out] (_INFEASIBLE where impossible).
+    """`run` as a dense array W[n, s_out] (_INFEASIBLE where impossible).
 
-    The same recursion as `run`, for a binding MaxP with a small MinS: the
-    tables then have up to MaxP + 1 counts but only g exit offsets, and the
-    merge of two subtrees (a max-plus convolution over the counts) is done
-    with one NumPy operation per count of the left subtree (over every
-    entry offset of the right one at once).
+    W[n, s_out] is the best value with n participations and an exit offset
+    of at most s_out, so W is nondecreasing along s_out.
     """
+    return self._dense_table(size, s).values
+
+  def _dense_table(self, size: int, s: int) -> '_DenseTable':
     key = (size, s)
     if key in self._dense_memo:
       return self._dense_memo[key]
     if size == 1:
-      result = _table_to_dense(self.leaf(s), self.gap)
+      result = _DenseTable(np.maximum.accumulate(
+          _table_to_dense(self.leaf(s), self.gap), axis=1))
     else:
       power = 1 << (size.bit_length() - 1)
       is_node = power == size
       left_size = size // 2 if is_node else power
-      left = self._run_dense(left_size, s)
-      entries = [s_mid for s_mid in range(self.gap)
-                 if np.any(left[:, s_mid] >= 0)]
-      rights = [self._run_dense(size - left_size, s_mid)
-                for s_mid in entries]
-      right_rows = max(r.shape[0] for r in rights)
-      rows = min(self.cap, left.shape[0] - 1 + right_rows - 1) + 1
-      # stacked[i] is the right subtree entered at offset entries[i].
-      stacked = np.full((len(entries), right_rows, self.gap), _INFEASIBLE,
-                        np.int64)
-      for i, right in enumerate(rights):
-        stacked[i, :right.shape[0]] = right
-      starts = left[:, entries]
-      out = np.full((rows, self.gap), _INFEASIBLE, np.int64)
-      for n1 in np.flatnonzero(np.any(starts >= 0, axis=1)):
-        if n1 >= rows:
-          break
-        span = min(right_rows, rows - n1)
-        best = (starts[n1][:, None, None] + stacked[:, :span]).max(axis=0)
-        np.maximum(out[n1:n1 + span], best, out=out[n1:n1 + span])
-      out[out < 0] = _INFEASIBLE
-      if is_node:
-        counts = np.arange(rows, dtype=np.int64)[:, None]
-        out = np.where(out >= 0, out + counts * counts, _INFEASIBLE)
-      result = out
+      result = _merge_dense(
+          self._dense_table(left_size, s),
+          lambda s_mid: self._dense_table(size - left_size, s_mid),
+          self.cap, is_node)
     self._dense_memo[key] = result
     return result
 
@@ -269,6 +489,44 @@ class _BlockTree:
           value = v1 + sum(self._low_count(base + p, length) for p in placed)
           _merge(acc, n1 + k, s_out, value)
     return _finish(acc, self.counts_are_free)
+
+  def dense_segment(self, length: int, s: int) -> _DenseTable:
+    """`segment` as a cumulative dense table (for the dense program)."""
+    key = (length, s)
+    if key in self._segment_memo:
+      return self._segment_memo[key]
+    num_blocks, rest = divmod(length, self.block)
+    if num_blocks:
+      body = self._dense_table(num_blocks, s).values
+    else:
+      body = np.full((1, self.gap), _INFEASIBLE, np.int64)
+      body[0, s:] = 0
+    if rest:
+      base = num_blocks * self.block
+      rows = min(self.cap, body.shape[0] - 1 + (rest - 1) // self.gap + 1) + 1
+      out = np.full((rows, self.gap), _INFEASIBLE, np.int64)
+      for s_mid in range(self.gap):
+        column = body[:, s_mid]
+        # Greedy earliest positions in the partial region [base, length).
+        greedy = list(range(s_mid, rest, self.gap))
+        gain = 0
+        for k in range(len(greedy) + 1):
+          if k:
+            gain += self._low_count(base + greedy[k - 1], length)
+            s_out = max(0, greedy[k - 1] + self.gap - rest)
+          else:
+            s_out = max(0, s_mid - rest)
+          span = min(column.shape[0], rows - k)
+          if span <= 0:
+            break
+          candidate = np.where(column[:span] >= 0, column[:span] + gain,
+                               _INFEASIBLE)
+          np.maximum(out[k:k + span, s_out], candidate,
+                     out=out[k:k + span, s_out])
+      body = np.maximum.accumulate(out, axis=1)
+    result = _DenseTable(body)
+    self._segment_memo[key] = result
+    return result
 
   def _low_count(self, leaf: int, length: int) -> int:
     """Complete nodes of size < B that contain `leaf` in a tree of `length`."""
@@ -340,8 +598,8 @@ def max_sensitivity_squared(total_rounds: int, max_participation: int,
   When MaxP is at least the participations that fit (the default worst
   case), the count cannot bind and the program keeps only entries no other
   beats with more participations (`_drop_dominated_counts`): any T up to
-  10^5 in milliseconds. A binding MaxP keeps every count: its cost grows
-  like min(MaxP, T / (MinS + 1))^2 (docs/algorithms.md has timings).
+  10^5 in milliseconds. A binding MaxP keeps every count (dense tables and
+  `_merge_dense` for MinS < 128); docs/algorithms.md has timings.
   """
   total_rounds, max_participation, min_separation = _validate(
       total_rounds, max_participation, min_separation)
@@ -350,6 +608,16 @@ def max_sensitivity_squared(total_rounds: int, max_participation: int,
   cap = min(max_participation, possible)
   program = _block_tree(min_separation, cap,
                         _fast_path and cap == possible, _fast_path)
+  if program.dense:
+    # Cumulative dense states over (participations so far, entry offset of
+    # the next tree); a tree is merged like a right subtree.
+    table = _DenseTable(np.zeros((1, program.gap), np.int64))
+    for length in segments:
+      table = _merge_dense(
+          table,
+          functools.partial(program.dense_segment, length),
+          cap, is_node=False)
+    return int(table.values[1:, -1].max())
   # states: (participations so far, entry offset of the next tree) -> value.
   states = {(0, 0): 0}
   for length in segments:
