@@ -6,8 +6,13 @@ whether the values agree (relative error <= 1e-9); then the time to compute
 the whole NWP table (11 distinct rows plus the two SecAgg rows) from cold
 caches.
 
+Then, for T = 100000 and a MaxP that binds (below the participations that fit
+MinS apart), the time of this project's accountant from cold caches over a
+grid of MinS and MaxP (TFP would take hours to days there).
+
   python -m benchmarks.accounting_speed            # quick rows (~1 min)
   python -m benchmarks.accounting_speed --rows=all # every row (hours in TFP)
+  python -m benchmarks.accounting_speed --rows=    # only the binding grid
 """
 
 import time
@@ -21,7 +26,16 @@ from experiments import reproduce_tables
 
 _ROWS = flags.DEFINE_string(
     'rows', 'pt-PT,es-AR,en-IN,de-DE',
-    'Comma-separated NWP tasks to time against TFP, or "all".')
+    'Comma-separated NWP tasks to time against TFP, "all", or empty.')
+_BINDING_ROUNDS = flags.DEFINE_integer(
+    'binding_rounds', 100000, 'T of the binding-MaxP grid (0: skip it).')
+_BINDING_MIN_SEPARATIONS = flags.DEFINE_list(
+    'binding_min_separations', ['0', '3', '10', '30', '50', '100', '150',
+                                '300', '1000'],
+    'MinS values of the binding-MaxP grid.')
+_BINDING_FRACTIONS = flags.DEFINE_list(
+    'binding_fractions', ['0.1', '0.3', '0.5', '0.99'],
+    'MaxP of the grid, as fractions of the participations that fit.')
 
 NOISE = 7.0
 
@@ -35,6 +49,31 @@ def _ours(rounds, max_p, min_sep):
 
 def main(argv):
   del argv
+  if _ROWS.value:
+    _paper_rows()
+  if _BINDING_ROUNDS.value:
+    _binding_grid(_BINDING_ROUNDS.value)
+
+
+def _binding_grid(rounds):
+  print(f'\nBinding MaxP at T = {rounds}, cold caches')
+  print(f'{"MinS":>5} {"MaxP":>6} {"fits":>6} {"seconds":>8}  sensitivity^2')
+  slowest = 0.0
+  for min_sep in (int(m) for m in _BINDING_MIN_SEPARATIONS.value):
+    fits = tree.max_possible_participation(rounds, min_sep)
+    for fraction in (float(f) for f in _BINDING_FRACTIONS.value):
+      max_p = max(1, min(fits - 1, int(fits * fraction)))
+      tree._block_tree.cache_clear()  # pylint: disable=protected-access
+      start = time.perf_counter()
+      value = tree.max_sensitivity_squared(rounds, max_p, min_sep)
+      seconds = time.perf_counter() - start
+      slowest = max(slowest, seconds)
+      print(f'{min_sep:5d} {max_p:6d} {fits:6d} {seconds:8.3f}  {value}',
+            flush=True)
+  print(f'Slowest: {slowest:.2f} s')
+
+
+def _paper_rows():
   nwp = [r for r in reproduce_tables.PAPER_ROWS if r[0] == 'NWP']
   wanted = None if _ROWS.value == 'all' else set(_ROWS.value.split(','))
   print(f'{"task":7} {"T":>5} {"MinS":>5} {"MaxP":>4} {"TFP s":>9} '
