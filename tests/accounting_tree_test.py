@@ -75,13 +75,16 @@ class BruteForceTest(parameterized.TestCase):
       max_p = rng.randint(65, possible - 1)
       restarts = sorted(rng.sample(range(1, rounds), rng.randint(0, 2)))
       self.assertTrue(tree._block_tree(min_sep, max_p, False).dense)  # pylint: disable=protected-access
-      with self.subTest(rounds=rounds, min_sep=min_sep, max_p=max_p,
-                        restarts=restarts):
-        self.assertEqual(
-            tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts),
-            tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts,
-                                         _fast_path=False))
+      self._check_dense_against_sparse(rounds, max_p, min_sep, restarts)
       checked += 1
+
+  def _check_dense_against_sparse(self, rounds, max_p, min_sep, restarts):
+    with self.subTest(rounds=rounds, min_sep=min_sep, max_p=max_p,
+                      restarts=restarts):
+      self.assertEqual(
+          tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts),
+          tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts,
+                                       _fast_path=False))
 
   def test_dense_program_equals_brute_force(self):
     # The dense program (normally for MaxP > 64) on trees small enough to
@@ -114,12 +117,7 @@ class BruteForceTest(parameterized.TestCase):
       possible = tree.max_possible_participation(rounds, min_sep)
       max_p = rng.randint(65, possible - 1)
       restarts = sorted(rng.sample(range(1, rounds), rng.randint(0, 3)))
-      with self.subTest(rounds=rounds, min_sep=min_sep, max_p=max_p,
-                        restarts=restarts):
-        self.assertEqual(
-            tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts),
-            tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts,
-                                         _fast_path=False))
+      self._check_dense_against_sparse(rounds, max_p, min_sep, restarts)
 
   def test_restarts_never_exceed_independent_trees(self):
     # Composition of per-tree worst cases is a looser valid bound.
