@@ -133,6 +133,7 @@ _LONG_SEGMENT = 512  # longer on average: merged as slices, not pairs
 
 
 def _table_to_dense(table: _Table, gap: int) -> np.ndarray:
+  """Pareto fronts as a dense array V[n, s] (_INFEASIBLE where absent)."""
   rows = max(table) + 1
   dense = np.full((rows, gap), _INFEASIBLE, np.int64)
   for n, front in table.items():
@@ -147,15 +148,14 @@ def _dense_to_table(dense: np.ndarray) -> _Table:
   rises = finite.copy()
   rises[:, 1:] &= dense[:, 1:] > dense[:, :-1]
   counts, offsets = np.nonzero(rises)
+  if not counts.size:
+    return {}
   values = dense[counts, offsets]
   bounds = np.flatnonzero(np.diff(counts)) + 1
-  table: _Table = {}
-  for n, s_part, v_part in zip(counts[np.r_[0, bounds]].tolist() if counts.size
-                               else [],
-                               np.split(offsets, bounds),
-                               np.split(values, bounds)):
-    table[n] = list(zip(s_part.tolist(), v_part.tolist()))
-  return table
+  return {n: list(zip(s_part.tolist(), v_part.tolist()))
+          for n, s_part, v_part in zip(counts[np.r_[0, bounds]].tolist(),
+                                       np.split(offsets, bounds),
+                                       np.split(values, bounds))}
 
 
 class _DenseTable:
