@@ -31,7 +31,7 @@ _BINDING_ROUNDS = flags.DEFINE_integer(
     'binding_rounds', 100000, 'T of the binding-MaxP grid (0: skip it).')
 _BINDING_MIN_SEPARATIONS = flags.DEFINE_list(
     'binding_min_separations', ['0', '3', '10', '30', '50', '100', '150',
-                                '300', '1000'],
+                                '250', '300', '1000'],
     'MinS values of the binding-MaxP grid.')
 _BINDING_FRACTIONS = flags.DEFINE_list(
     'binding_fractions', ['0.1', '0.3', '0.5', '0.99'],
