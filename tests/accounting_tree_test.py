@@ -87,10 +87,12 @@ class BruteForceTest(parameterized.TestCase):
                                        _fast_path=False))
 
   def test_dense_program_equals_brute_force(self):
-    # The dense program (normally for MaxP > 64) on trees small enough to
-    # enumerate, with and without restarts.
+    # The dense program (normally for MaxP > 64), its tables compacted
+    # (normally above 64 offsets), on trees small enough to enumerate, with
+    # and without restarts.
     rng = random.Random(13)
-    with mock.patch.object(tree, '_DENSE_MIN_CAP', 0):
+    with mock.patch.object(tree, '_DENSE_MIN_CAP', 0), \
+         mock.patch.object(tree, '_COMPACT_MIN_COLUMNS', 0):
       tree._block_tree.cache_clear()  # pylint: disable=protected-access
       try:
         for rounds, min_sep, max_p in itertools.product(
@@ -109,10 +111,12 @@ class BruteForceTest(parameterized.TestCase):
         tree._block_tree.cache_clear()  # pylint: disable=protected-access
 
   def test_dense_program_equals_the_sparse_one_at_wide_gaps(self):
-    # Separations up to the dense limit (MinS 127), restarts, MaxP binding.
+    # Wide separations (compact tables above MinS 63), restarts, MaxP
+    # binding.
     rng = random.Random(29)
-    for _ in range(25):
-      min_sep = rng.choice([rng.randint(13, 40), rng.randint(41, 127)])
+    for _ in range(24):
+      min_sep = rng.choice([rng.randint(13, 40), rng.randint(41, 127),
+                            rng.randint(128, 300)])
       rounds = rng.randint(70 * (min_sep + 1), 120 * (min_sep + 1))
       possible = tree.max_possible_participation(rounds, min_sep)
       max_p = rng.randint(65, possible - 1)
@@ -170,6 +174,7 @@ class MergeDenseTest(parameterized.TestCase):
       ('random_values', 'random'),
       ('nearly_convex', 'convex'),
       ('holes_in_counts', 'holes'),
+      ('compact_offsets', 'compact'),
   )
   def test_equals_every_pair(self, kind):
     rng = random.Random(kind)
@@ -183,8 +188,9 @@ class MergeDenseTest(parameterized.TestCase):
         return np.cumsum(np.maximum(rises, 0))
       return np_rng.integers(0, 30, count)
 
+    dropped = 0   # columns left out by compact tables
     for _ in range(150):
-      gap = rng.randint(1, 5)
+      gap = rng.randint(1, 8 if kind == 'compact' else 5)
       left_rows, right_rows = rng.randint(1, 9), rng.randint(1, 9)
       cap = rng.randint(1, left_rows + right_rows)
       left_lasts = sorted(rng.randint(0, left_rows - 1) for _ in range(gap))
@@ -205,16 +211,27 @@ class MergeDenseTest(parameterized.TestCase):
         hole = rng.randrange(right_rows), rng.randint(1, gap)
         for base in bases:
           base[hole[0], :hole[1]] = tree._INFEASIBLE  # pylint: disable=protected-access
+      if kind == 'compact':
+        # Runs of equal columns, which compact tables leave out.
+        for table in [left] + bases:
+          for t in range(1, gap):
+            if rng.random() < 0.5:
+              table[:, t] = table[:, t - 1]
       # Entering later allows less: R_s = max of the bases s' >= s.
       rights = [np.maximum.reduce(bases[s:]) for s in range(gap)]
       is_node = rng.random() < 0.5
-      merged = tree._merge_dense(  # pylint: disable=protected-access
-          tree._DenseTable(left),  # pylint: disable=protected-access
-          lambda s: tree._DenseTable(rights[s]),  # pylint: disable=protected-access
-          cap, is_node).values
+      with mock.patch.object(tree, '_COMPACT_MIN_COLUMNS',
+                             0 if kind == 'compact' else 10**9):
+        tables = [tree._compact(t, np.arange(gap))  # pylint: disable=protected-access
+                  for t in [left] + rights]
+        dropped += gap * len(tables) - sum(t.exits.size for t in tables)
+        merged = tree._merge_dense(  # pylint: disable=protected-access
+            tables[0], lambda s: tables[1 + s], cap, is_node)
+        merged = tree._expand(merged, np.arange(gap))[0]  # pylint: disable=protected-access
       expected = _naive_merge(left, rights, cap, is_node)
       with self.subTest(gap=gap, cap=cap, is_node=is_node):
         np.testing.assert_array_equal(np.maximum(merged, -1), expected)
+    self.assertEqual(dropped > 0, kind == 'compact')
 
 
 class TensorFlowPrivacyTest(parameterized.TestCase):

@@ -47,12 +47,13 @@ deep, whose states are (subtree, s, participations) with a Pareto front over
 between calls with the same MinS and MaxP (a sweep over rounds reuses them).
 
 When MaxP binds, a table keeps every count up to MaxP, and merging two
-subtrees is a max-plus convolution over the counts. With MinS < 128 the
-tables are dense NumPy arrays (counts x exit offsets) and `_merge_dense`
-visits only the pairs of counts that can hold a maximum: the ends of the
-range and the places where the increments of a table fall (its docstring
-has the proof). The sums of squares are neither convex nor concave in the
-count, but their increments fall rarely, so most pairs are never visited.
+subtrees is a max-plus convolution over the counts. Above 64 counts the
+tables are dense NumPy arrays (counts x exit offsets; wide ones only over
+the offsets at which some value rises) and `_merge_dense` visits only the
+pairs of counts that can hold a maximum: the ends of the range and the
+places where the increments of a table fall (its docstring has the proof).
+The sums of squares are neither convex nor concave in the count, but their
+increments fall rarely, so most pairs are never visited.
 
 Restarts (a new tree starting at given rounds) fit the same program: the run
 is a sequence of trees, the offset s and the participation budget carry across
@@ -128,8 +129,8 @@ _INFEASIBLE = np.int64(-(2**61))
 _NO_RISE_ABOVE = np.int64(2**62)   # stands for an undefined rise in minima
 _NO_RISE_BELOW = np.int64(-(2**62))  # and in maxima
 _DENSE_MIN_CAP = 64
-_DENSE_MAX_GAP = 128
 _LONG_SEGMENT = 512  # longer on average: merged as slices, not pairs
+_COMPACT_MIN_COLUMNS = 64
 
 
 def _table_to_dense(table: _Table, gap: int) -> np.ndarray:
@@ -159,10 +160,18 @@ def _dense_to_table(dense: np.ndarray) -> _Table:
 
 
 class _DenseTable:
-  """A cumulative dense table W[n, s_out] and its increments in n."""
+  """A cumulative dense table W[n, j] and its increments in n.
 
-  def __init__(self, values: np.ndarray):
+  Column j holds the exit offset exits[j]: W[n, j] is the best value with n
+  participations and an exit offset of at most exits[j] (offsets between two
+  columns have the value of the column before). Only the offsets at which
+  some count's value rises are kept.
+  """
+
+  def __init__(self, values: np.ndarray, exits=None):
     self.values = values
+    self.exits = (np.arange(values.shape[1]) if exits is None
+                  else np.asarray(exits, np.int64))
     finite = values >= 0
     self.lasts = finite.sum(axis=0) - 1
     # Exact tables are finite on a prefix of counts in every column (removing
@@ -175,14 +184,7 @@ class _DenseTable:
     descents[1:-1] = (rises[1:] < rises[:-1]) & defined[1:]
     self.descents = descents
     self.count_descents = np.flatnonzero(descents.any(axis=1))
-    # (B, t0, t1): columns t0 <= t < t1 end at count B (lasts rise with t).
-    self.end_groups = []
-    for t, last in enumerate(self.lasts.tolist()):
-      if last >= 0:
-        if self.end_groups and self.end_groups[-1][0] == last:
-          self.end_groups[-1][2] = t + 1
-        else:
-          self.end_groups.append([last, t, t + 1])
+    self.end_groups = None   # filled by _expand when first needed
     high = np.where(defined, rises, _NO_RISE_ABOVE)
     low = np.where(defined, rises, _NO_RISE_BELOW)
     # Per column: running maximum and suffix minimum of the rises.
@@ -194,6 +196,41 @@ class _DenseTable:
     self.least_rise_suffix_min = np.minimum.accumulate(
         self.least_rise[::-1])[::-1]
     self.largest_rise_prefix_max = np.maximum.accumulate(self.largest_rise)
+
+
+def _compact(values: np.ndarray, exits: np.ndarray) -> _DenseTable:
+  """A cumulative table without the columns equal to the one before.
+
+  Only for wide tables: with few exit offsets nearly every column differs,
+  and tables over different offsets would cost a gather at every merge.
+  """
+  if values.shape[1] <= _COMPACT_MIN_COLUMNS:
+    return _DenseTable(values, exits)
+  keep = np.ones(values.shape[1], bool)
+  keep[1:] = np.any(values[:, 1:] != values[:, :-1], axis=0)
+  if keep.all():
+    return _DenseTable(values, exits)
+  return _DenseTable(values[:, keep], exits[keep])
+
+
+def _expand(table: _DenseTable, exits: np.ndarray):
+  """table's values and end groups (`_end_groups`) at the offsets `exits`."""
+  if np.array_equal(table.exits, exits):
+    if table.end_groups is None:
+      table.end_groups = _end_groups(table.lasts)
+    return table.values, table.end_groups
+  column = np.searchsorted(table.exits, exits, side='right') - 1
+  values = table.values[:, column]
+  values[:, column < 0] = _INFEASIBLE
+  return values, _end_groups(np.where(column >= 0, table.lasts[column], -1))
+
+
+def _end_groups(lasts: np.ndarray):
+  """(B, t0, t1): columns t0 <= t < t1 whose last finite count is B >= 1."""
+  starts = np.flatnonzero(np.r_[True, lasts[1:] != lasts[:-1]])
+  stops = np.r_[starts[1:], lasts.size]
+  return [(int(lasts[t0]), int(t0), int(t1)) for t0, t1 in zip(starts, stops)
+          if lasts[t0] >= 1]
 
 
 def _segments(anchors: np.ndarray, firsts: np.ndarray,
@@ -246,28 +283,29 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
   A table whose columns are not finite on a prefix of counts (never the case
   for exact tables) is merged over every pair.
   """
-  gap = left.values.shape[1]
   plans = []
   previous = np.full(left.values.shape[0], _INFEASIBLE, np.int64)
-  for s_mid in range(gap):
-    a = left.values[:, s_mid]
+  for column, s_mid in enumerate(left.exits.tolist()):
+    a = left.values[:, column]
     steps = a > previous
     previous = a
     if steps.any():
-      plans.append((s_mid, a, steps, right_for(s_mid)))
+      plans.append((column, a, steps, right_for(s_mid)))
   rows = min(cap, left.values.shape[0] - 1 +
              max(p[3].values.shape[0] for p in plans) - 1) + 1
+  exits = np.unique(np.concatenate([p[3].exits for p in plans]))
+  gap = exits.size
   out = np.full((rows, gap), _INFEASIBLE, np.int64)
   pending = []
   # Pass 1: the ends, over their whole range. When R_s[0, t] = 0 (an empty
   # right subtree) for every s, the end m = 0 is done for every s at once.
   zero_row = True
-  for s_mid, a, steps, right in plans:
-    r_values = right.values
+  for column, a, steps, right in plans:
+    r_values, end_groups = _expand(right, exits)
     closed = left.prefix_closed and right.prefix_closed
     if closed:
-      full_rows = [i for i in (0, left.lasts[s_mid]) if steps[i]]
-      pending.append((s_mid, a, steps, right))
+      full_rows = [i for i in (0, left.lasts[column]) if steps[i]]
+      pending.append((column, a, steps, right, r_values))
       zero_row = zero_row and not r_values[0].any()
     else:
       full_rows = np.flatnonzero(steps[:rows])
@@ -279,25 +317,24 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
     if closed:
       masked = np.where(steps, a, _INFEASIBLE)[:, None]
       # The end m = B_t > 0 serves the columns t whose last count is B_t.
-      for m, t0, t1 in right.end_groups:
+      for m, t0, t1 in end_groups:
         span = min(masked.shape[0], rows - m)
-        if span > 0 and m:
+        if span > 0:
           np.maximum(out[m:m + span, t0:t1],
                      masked[:span] + r_values[m, t0:t1],
                      out=out[m:m + span, t0:t1])
   if pending:
     if zero_row:
       best = np.full(left.values.shape[0], _INFEASIBLE, np.int64)
-      for _, a, steps, _ in pending:
+      for _, a, steps, _, _ in pending:
         np.maximum(best, np.where(steps, a, _INFEASIBLE), out=best)
       span = min(rows, best.shape[0])
       np.maximum(out[:span], best[:span, None], out=out[:span])
     else:
-      for _, a, steps, right in pending:
+      for _, a, steps, _, r_values in pending:
         masked = np.where(steps, a, _INFEASIBLE)[:, None]
         span = min(masked.shape[0], rows)
-        np.maximum(out[:span], masked[:span] + right.values[0],
-                   out=out[:span])
+        np.maximum(out[:span], masked[:span] + r_values[0], out=out[:span])
   # A pattern ending at offset t also ends at or before t' > t; the filter of
   # pass 2 relies on out being nondecreasing along t.
   np.maximum.accumulate(out, axis=1, out=out)
@@ -305,11 +342,10 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
   # raise out[i + m, t] for some t only if it beats out[i + m, 0] at the
   # largest t (out is nondecreasing in t): the rest are skipped unexamined.
   out_first = out[:, 0]
-  for s_mid, a, steps, right in pending:
-    r_values = right.values
+  for column, a, steps, right, r_values in pending:
     r_best = r_values[:, -1]
-    row_descents = np.flatnonzero(left.descents[:rows, s_mid] & steps[:rows])
-    rises = left.rises[:, s_mid]
+    row_descents = np.flatnonzero(left.descents[:rows, column] & steps[:rows])
+    rises = left.rises[:, column]
     i_parts, m_parts = [], []
     if row_descents.size:
       firsts = 1 + np.searchsorted(right.largest_rise_prefix_max,
@@ -336,10 +372,10 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
     count_descents = count_descents[count_descents < rows]
     if count_descents.size:
       firsts = 1 + np.searchsorted(
-          left.rise_prefix_max[:, s_mid], right.least_rise[count_descents],
+          left.rise_prefix_max[:, column], right.least_rise[count_descents],
           side='right')
       stops = np.minimum(np.searchsorted(
-          left.rise_suffix_min[:, s_mid],
+          left.rise_suffix_min[:, column],
           right.largest_rise[count_descents - 1], side='right'),
           rows - count_descents)
       long_segments = (np.sum(np.maximum(stops - firsts, 0)) >
@@ -375,7 +411,7 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
   if is_node:
     counts = np.arange(out.shape[0], dtype=np.int64)[:, None]
     out = np.where(out >= 0, out + counts * counts, _INFEASIBLE)
-  return _DenseTable(out)
+  return _compact(out, exits)
 
 
 class _BlockTree:
@@ -384,9 +420,8 @@ class _BlockTree:
   def __init__(self, min_separation: int, max_participation: int,
                counts_are_free: bool = False):
     self.counts_are_free = counts_are_free
-    # Dense tables when the count can bind and be large but offsets are few.
-    self.dense = (not counts_are_free and max_participation > _DENSE_MIN_CAP
-                  and min_separation + 1 <= _DENSE_MAX_GAP)
+    # Dense tables when the count can bind and be large.
+    self.dense = not counts_are_free and max_participation > _DENSE_MIN_CAP
     self._dense_memo: Dict[Tuple[int, int], '_DenseTable'] = {}
     self.gap = min_separation + 1
     self.block = 1 << self.gap.bit_length()          # smallest 2^h > gap
@@ -443,15 +478,17 @@ class _BlockTree:
     W[n, s_out] is the best value with n participations and an exit offset
     of at most s_out, so W is nondecreasing along s_out.
     """
-    return self._dense_table(size, s).values
+    table = self._dense_table(size, s)
+    return _expand(table, np.arange(self.gap))[0]
 
   def _dense_table(self, size: int, s: int) -> '_DenseTable':
     key = (size, s)
     if key in self._dense_memo:
       return self._dense_memo[key]
     if size == 1:
-      result = _DenseTable(np.maximum.accumulate(
-          _table_to_dense(self.leaf(s), self.gap), axis=1))
+      result = _compact(np.maximum.accumulate(
+          _table_to_dense(self.leaf(s), self.gap), axis=1),
+                        np.arange(self.gap))
     else:
       power = 1 << (size.bit_length() - 1)
       is_node = power == size
@@ -497,16 +534,16 @@ class _BlockTree:
       return self._segment_memo[key]
     num_blocks, rest = divmod(length, self.block)
     if num_blocks:
-      body = self._dense_table(num_blocks, s).values
+      result = self._dense_table(num_blocks, s)
     else:
-      body = np.full((1, self.gap), _INFEASIBLE, np.int64)
-      body[0, s:] = 0
+      result = _DenseTable(np.zeros((1, 1), np.int64), [s])
     if rest:
+      body = result.values
       base = num_blocks * self.block
       rows = min(self.cap, body.shape[0] - 1 + (rest - 1) // self.gap + 1) + 1
       out = np.full((rows, self.gap), _INFEASIBLE, np.int64)
-      for s_mid in range(self.gap):
-        column = body[:, s_mid]
+      for j, s_mid in enumerate(result.exits.tolist()):
+        column = body[:, j]
         # Greedy earliest positions in the partial region [base, length).
         greedy = list(range(s_mid, rest, self.gap))
         gain = 0
@@ -523,8 +560,8 @@ class _BlockTree:
                                _INFEASIBLE)
           np.maximum(out[k:k + span, s_out], candidate,
                      out=out[k:k + span, s_out])
-      body = np.maximum.accumulate(out, axis=1)
-    result = _DenseTable(body)
+      result = _compact(np.maximum.accumulate(out, axis=1),
+                        np.arange(self.gap))
     self._segment_memo[key] = result
     return result
 
@@ -599,7 +636,7 @@ def max_sensitivity_squared(total_rounds: int, max_participation: int,
   case), the count cannot bind and the program keeps only entries no other
   beats with more participations (`_drop_dominated_counts`): any T up to
   10^5 in milliseconds. A binding MaxP keeps every count (dense tables and
-  `_merge_dense` for MinS < 128); docs/algorithms.md has timings.
+  `_merge_dense` above 64 counts); docs/algorithms.md has timings.
   """
   total_rounds, max_participation, min_separation = _validate(
       total_rounds, max_participation, min_separation)
@@ -611,7 +648,7 @@ def max_sensitivity_squared(total_rounds: int, max_participation: int,
   if program.dense:
     # Cumulative dense states over (participations so far, entry offset of
     # the next tree); a tree is merged like a right subtree.
-    table = _DenseTable(np.zeros((1, program.gap), np.int64))
+    table = _DenseTable(np.zeros((1, 1), np.int64), [0])
     for length in segments:
       table = _merge_dense(
           table,
