@@ -143,22 +143,6 @@ def _table_to_dense(table: _Table, gap: int) -> np.ndarray:
   return dense
 
 
-def _dense_to_table(dense: np.ndarray) -> _Table:
-  """Pareto fronts of a cumulative dense table (the offsets where it rises)."""
-  finite = dense >= 0
-  rises = finite.copy()
-  rises[:, 1:] &= dense[:, 1:] > dense[:, :-1]
-  counts, offsets = np.nonzero(rises)
-  if not counts.size:
-    return {}
-  values = dense[counts, offsets]
-  bounds = np.flatnonzero(np.diff(counts)) + 1
-  return {n: list(zip(s_part.tolist(), v_part.tolist()))
-          for n, s_part, v_part in zip(counts[np.r_[0, bounds]].tolist(),
-                                       np.split(offsets, bounds),
-                                       np.split(values, bounds))}
-
-
 class _DenseTable:
   """A cumulative dense table W[n, j] and its increments in n.
 
@@ -184,7 +168,6 @@ class _DenseTable:
     descents[1:-1] = (rises[1:] < rises[:-1]) & defined[1:]
     self.descents = descents
     self.count_descents = np.flatnonzero(descents.any(axis=1))
-    self.end_groups = None   # filled by _expand when first needed
     high = np.where(defined, rises, _NO_RISE_ABOVE)
     low = np.where(defined, rises, _NO_RISE_BELOW)
     # Per column: running maximum and suffix minimum of the rises.
@@ -196,6 +179,10 @@ class _DenseTable:
     self.least_rise_suffix_min = np.minimum.accumulate(
         self.least_rise[::-1])[::-1]
     self.largest_rise_prefix_max = np.maximum.accumulate(self.largest_rise)
+
+  @functools.cached_property
+  def end_groups(self):
+    return _end_groups(self.lasts)
 
 
 def _compact(values: np.ndarray, exits: np.ndarray) -> _DenseTable:
@@ -216,8 +203,6 @@ def _compact(values: np.ndarray, exits: np.ndarray) -> _DenseTable:
 def _expand(table: _DenseTable, exits: np.ndarray):
   """table's values and end groups (`_end_groups`) at the offsets `exits`."""
   if np.array_equal(table.exits, exits):
-    if table.end_groups is None:
-      table.end_groups = _end_groups(table.lasts)
     return table.values, table.end_groups
   column = np.searchsorted(table.exits, exits, side='right') - 1
   values = table.values[:, column]
@@ -446,10 +431,6 @@ class _BlockTree:
     key = (size, s)
     if key in self._memo:
       return self._memo[key]
-    if self.dense:
-      result = _dense_to_table(self._run_dense(size, s))
-      self._memo[key] = result
-      return result
     if size == 1:
       result = self.leaf(s)
     else:
@@ -472,16 +453,8 @@ class _BlockTree:
     self._memo[key] = result
     return result
 
-  def _run_dense(self, size: int, s: int) -> np.ndarray:
-    """`run` as a dense array W[n, s_out] (_INFEASIBLE where impossible).
-
-    W[n, s_out] is the best value with n participations and an exit offset
-    of at most s_out, so W is nondecreasing along s_out.
-    """
-    table = self._dense_table(size, s)
-    return _expand(table, np.arange(self.gap))[0]
-
   def _dense_table(self, size: int, s: int) -> '_DenseTable':
+    """`run` as a cumulative dense table (for the dense program)."""
     key = (size, s)
     if key in self._dense_memo:
       return self._dense_memo[key]
