@@ -88,11 +88,14 @@ class BruteForceTest(parameterized.TestCase):
 
   def test_dense_program_equals_brute_force(self):
     # The dense program (normally for MaxP > 64), its tables compacted
-    # (normally above 64 offsets), on trees small enough to enumerate, with
+    # (normally above 64 offsets) and its pairs pruned in chunks and batches
+    # (normally above 4096 pairs), on trees small enough to enumerate, with
     # and without restarts.
     rng = random.Random(13)
     with mock.patch.object(tree, '_DENSE_MIN_CAP', 0), \
-         mock.patch.object(tree, '_COMPACT_MIN_COLUMNS', 0):
+         mock.patch.object(tree, '_COMPACT_MIN_COLUMNS', 0), \
+         mock.patch.object(tree, '_FEW_PAIRS', 0), \
+         mock.patch.object(tree, '_BATCH', 2):
       tree._block_tree.cache_clear()  # pylint: disable=protected-access
       try:
         for rounds, min_sep, max_p in itertools.product(
@@ -221,7 +224,8 @@ class MergeDenseTest(parameterized.TestCase):
       rights = [np.maximum.reduce(bases[s:]) for s in range(gap)]
       is_node = rng.random() < 0.5
       with mock.patch.object(tree, '_COMPACT_MIN_COLUMNS',
-                             0 if kind == 'compact' else 10**9):
+                             0 if kind == 'compact' else 10**9), \
+           mock.patch.object(tree, '_FEW_PAIRS', rng.choice([0, 10**9])):
         tables = [tree._compact(t, np.arange(gap))  # pylint: disable=protected-access
                   for t in [left] + rights]
         dropped += gap * len(tables) - sum(t.exits.size for t in tables)
@@ -232,6 +236,77 @@ class MergeDenseTest(parameterized.TestCase):
       with self.subTest(gap=gap, cap=cap, is_node=is_node):
         np.testing.assert_array_equal(np.maximum(merged, -1), expected)
     self.assertEqual(dropped > 0, kind == 'compact')
+
+
+class UsefulPairsTest(parameterized.TestCase):
+  """`_useful_pairs` (chunked pruning) against testing every pair."""
+
+  @parameterized.named_parameters(
+      ('pair_by_pair', 10**9, 1 << 14, 'walks'),
+      ('chunks', 0, 1 << 14, 'walks'),
+      ('chunks_in_batches', 0, 3, 'walks'),
+      # Straight lines: values and bounds close to the floor.
+      ('chunks_on_lines', 0, 1 << 14, 'lines'),
+  )
+  def test_equals_every_pair(self, few_pairs, batch, shape):
+    rng = np.random.default_rng([few_pairs % 97, batch, len(shape)])
+    chunk = tree._CHUNKS[0]  # pylint: disable=protected-access
+    infeasible = tree._INFEASIBLE  # pylint: disable=protected-access
+    found = 0
+    for _ in range(40):
+      segments = int(rng.integers(1, 30))
+      sizes = rng.integers(1, 400, segments)
+      offsets = np.cumsum(-(-sizes // chunk) * chunk) - (-(-sizes // chunk) *
+                                                         chunk)
+      partner = np.full(int(offsets[-1] + sizes[-1]) + chunk, infeasible)
+      floor_size = 800
+      bases = rng.integers(0, 400, segments)
+      if shape == 'walks':
+        for offset, size in zip(offsets, sizes):
+          # Rising values with falls and infeasible holes, like real rows.
+          values = np.cumsum(rng.integers(-3, 9, size)) + 50
+          values[rng.random(size) < 0.05] = infeasible
+          partner[offset:offset + size] = values
+        floor = np.cumsum(rng.integers(-2, 9, floor_size)) + 60
+        anchor_values = rng.integers(-20, 400, segments)
+      else:
+        # anchor + partner - floor = anchor - 3 base + 2 k - 10 crosses 0
+        # inside the ranges.
+        for offset, size in zip(offsets, sizes):
+          partner[offset:offset + size] = 50 + 5 * np.arange(size)
+        floor = 60 + 3 * np.arange(floor_size)
+        anchor_values = 3 * bases + rng.integers(-600, 20, segments)
+      firsts = rng.integers(0, sizes)
+      stops = np.minimum(firsts + rng.integers(-5, 400, segments),
+                         np.minimum(sizes, floor_size - bases))
+      expected = {(q, k) for q in range(segments)
+                  for k in range(firsts[q], stops[q])
+                  if anchor_values[q] + partner[offsets[q] + k] >
+                  floor[bases[q] + k]}
+      with mock.patch.object(tree, '_FEW_PAIRS', few_pairs), \
+           mock.patch.object(tree, '_BATCH', batch):
+        got = tree._useful_pairs(  # pylint: disable=protected-access
+            bases, firsts, stops, anchor_values, offsets, partner,
+            tree._window_minima(floor))  # pylint: disable=protected-access
+      self.assertEqual(set(zip(got[0].tolist(), got[1].tolist())), expected)
+      self.assertLen(got[0], len(expected))   # each pair once
+      found += len(expected)
+    self.assertGreater(found, 1000)
+
+  def test_chunk_summaries(self):
+    # The maxima and minima the chunks are tested with, by loops.
+    rng = np.random.default_rng(5)
+    infeasible = tree._INFEASIBLE  # pylint: disable=protected-access
+    values = np.cumsum(rng.integers(-4, 9, 300))
+    values[rng.random(300) < 0.1] = infeasible
+    minima = tree._window_minima(values)  # pylint: disable=protected-access
+    maxima = tree._block_maxima(values)  # pylint: disable=protected-access
+    for width in tree._CHUNKS:  # pylint: disable=protected-access
+      for n in range(values.size):
+        window = values[n:n + width]
+        self.assertEqual(minima[width][n], window.min())
+        if n % width == 0:
+          self.assertEqual(maxima[width][n // width], window.max())
 
 
 class TensorFlowPrivacyTest(parameterized.TestCase):

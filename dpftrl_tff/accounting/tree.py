@@ -51,9 +51,13 @@ subtrees is a max-plus convolution over the counts. Above 64 counts the
 tables are dense NumPy arrays (counts x exit offsets; wide ones only over
 the offsets at which some value rises) and `_merge_dense` visits only the
 pairs of counts that can hold a maximum: the ends of the range and the
-places where the increments of a table fall (its docstring has the proof).
-The sums of squares are neither convex nor concave in the count, but their
-increments fall rarely, so most pairs are never visited.
+places where the increments of a table fall (its docstring has the proof),
+and of those only the pairs that can beat the values already found. The
+sums of squares are neither convex nor concave in the count, but their
+increments fall rarely, so most pairs are never visited. The dense program
+runs left to right over each tree's largest complete nodes (the binary
+digits of its block count), so it needs tables at every entry offset only
+for complete nodes.
 
 Restarts (a new tree starting at given rounds) fit the same program: the run
 is a sequence of trees, the offset s and the participation budget carry across
@@ -66,7 +70,7 @@ composition of independent per-tree bounds.
 import bisect
 import functools
 import itertools
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Sequence, Tuple
 
 import numpy as np
 
@@ -129,7 +133,9 @@ _INFEASIBLE = np.int64(-(2**61))
 _NO_RISE_ABOVE = np.int64(2**62)   # stands for an undefined rise in minima
 _NO_RISE_BELOW = np.int64(-(2**62))  # and in maxima
 _DENSE_MIN_CAP = 64
-_LONG_SEGMENT = 512  # longer on average: merged as slices, not pairs
+_CHUNKS = (64, 16, 4, 1)  # chunk widths of `_useful_pairs`, coarse to fine
+_FEW_PAIRS = 4096  # fewer pairs are tested one by one
+_BATCH = 1 << 14  # chunks of the widest width tested at once
 _COMPACT_MIN_COLUMNS = 64
 
 
@@ -201,13 +207,22 @@ def _compact(values: np.ndarray, exits: np.ndarray) -> _DenseTable:
 
 
 def _expand(table: _DenseTable, exits: np.ndarray):
-  """table's values and end groups (`_end_groups`) at the offsets `exits`."""
-  if np.array_equal(table.exits, exits):
+  """table's values and end groups (`_end_groups`) at the offsets `exits`.
+
+  `exits` is sorted and holds every exit offset of the table (and more).
+  """
+  if table.exits.size == exits.size:
     return table.values, table.end_groups
   column = np.searchsorted(table.exits, exits, side='right') - 1
   values = table.values[:, column]
   values[:, column < 0] = _INFEASIBLE
-  return values, _end_groups(np.where(column >= 0, table.lasts[column], -1))
+  # A group of table columns [c0, c1) covers the offsets whose column is in
+  # it, a range since `column` is nondecreasing.
+  groups = table.end_groups
+  starts = np.searchsorted(column, [c0 for _, c0, _ in groups]).tolist()
+  stops = np.searchsorted(column, [c1 for _, _, c1 in groups]).tolist()
+  return values, [(last, t0, t1) for (last, _, _), t0, t1
+                  in zip(groups, starts, stops) if t0 < t1]
 
 
 def _end_groups(lasts: np.ndarray):
@@ -220,7 +235,7 @@ def _end_groups(lasts: np.ndarray):
 
 def _segments(anchors: np.ndarray, firsts: np.ndarray,
               stops: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-  """Pairs (anchor, k) for k in [first, stop), flattened."""
+  """Pairs (j, k) for k in [firsts[j], stops[j]), flattened."""
   lengths = np.maximum(stops - firsts, 0)
   total = int(lengths.sum())
   repeated = np.repeat(anchors, lengths)
@@ -229,13 +244,121 @@ def _segments(anchors: np.ndarray, firsts: np.ndarray,
   return repeated, np.repeat(firsts, lengths) + offsets
 
 
-def _useful_span(bound: np.ndarray, current: np.ndarray,
-                 first: int) -> Tuple[int, int]:
-  """[first, stop) shrunk to where `bound` exceeds `current`."""
+def _useful_span(bound: np.ndarray, current: np.ndarray) -> Tuple[int, int]:
+  """The shortest [lo, hi) outside which `bound` <= `current`."""
   useful = np.flatnonzero(bound > current)
   if not useful.size:
-    return first, first
-  return first + int(useful[0]), first + int(useful[-1]) + 1
+    return 0, 0
+  return int(useful[0]), int(useful[-1]) + 1
+
+
+def _window_minima(floor: np.ndarray) -> Dict[int, np.ndarray]:
+  """width K -> min(floor[n:n + K]) for every n, padded past the end.
+
+  For the chunk widths of `_useful_pairs`; positions past the end of `floor`
+  count as +infinity (no target there).
+  """
+  padded = np.concatenate(
+      [floor, np.full(_CHUNKS[0], _NO_RISE_ABOVE, np.int64)])
+  minima = {1: padded}
+  width = 1
+  while width < _CHUNKS[0]:
+    current = minima[width]
+    shifted = np.concatenate(
+        [current[width:], np.full(width, _NO_RISE_ABOVE, np.int64)])
+    width *= 2
+    minima[width] = np.minimum(current, shifted)
+  return minima
+
+
+def _block_maxima(values: np.ndarray) -> Dict[int, np.ndarray]:
+  """width K -> max(values[c K:(c + 1) K]) for every chunk c (padded)."""
+  size = -(-values.size // _CHUNKS[0]) * _CHUNKS[0]
+  padded = np.full(size, _INFEASIBLE, np.int64)
+  padded[:values.size] = values
+  return {width: padded.reshape(-1, width).max(axis=1) for width in _CHUNKS}
+
+
+def _concatenate_padded(arrays: Sequence[np.ndarray]
+                        ) -> Tuple[np.ndarray, np.ndarray]:
+  """arrays one after the other, each starting at a multiple of _CHUNKS[0].
+
+  Returns the concatenation (gaps _INFEASIBLE) and the start of each array.
+  """
+  sizes = np.array([-(-x.size // _CHUNKS[0]) * _CHUNKS[0] for x in arrays])
+  starts = np.cumsum(sizes) - sizes
+  flat = np.full(int(sizes.sum()), _INFEASIBLE, np.int64)
+  for start, x in zip(starts.tolist(), arrays):
+    flat[start:start + x.size] = x
+  return flat, starts
+
+
+def _useful_pairs(bases: np.ndarray, firsts: np.ndarray, stops: np.ndarray,
+                  anchor_values: np.ndarray, offsets: np.ndarray,
+                  partner: np.ndarray, floor_minima: Dict[int, np.ndarray]
+                  ) -> Tuple[np.ndarray, np.ndarray]:
+  """Pairs of segments q and k in [firsts[q], stops[q]) that beat a floor.
+
+  Returns exactly the (q, k) with
+  anchor_values[q] + partner[offsets[q] + k] > floor[bases[q] + k]
+  (floor = floor_minima[1]; offsets are multiples of _CHUNKS[0]), found
+  without listing every pair when there are many: the ranges of k are cut
+  into aligned chunks of width K (64, 16, 4, then 1) and a chunk is dropped,
+  with every pair in it, when the anchor value plus the largest partner value
+  in the chunk does not exceed the smallest floor over its targets (so no
+  pair in it passes); a kept chunk is split in four. The ranges go through
+  in batches of about _BATCH widest chunks, whose arrays stay in cache.
+  """
+  segments = np.arange(bases.size)
+  if np.maximum(stops - firsts, 0).sum() <= _FEW_PAIRS:
+    seg, k = _segments(segments, firsts, stops)
+    passed = (anchor_values[seg] + partner[offsets[seg] + k] >
+              floor_minima[1][bases[seg] + k])
+    return seg[passed], k[passed]
+  partner_maxima = _block_maxima(partner)
+  partner_chunks = {width: offsets // width for width in _CHUNKS}
+  nonempty = np.flatnonzero(stops > firsts)
+  width = _CHUNKS[0]
+  chunk_firsts = firsts[nonempty] // width
+  chunk_stops = (stops[nonempty] - 1) // width + 1
+  ends = np.cumsum(chunk_stops - chunk_firsts)
+  cuts = np.searchsorted(ends, np.arange(1, ends[-1] // _BATCH + 1) * _BATCH)
+  found_seg, found_k = [], []
+  for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, nonempty.size]):
+    if lo == hi:
+      continue
+    seg, chunk = _segments(nonempty[lo:hi], chunk_firsts[lo:hi],
+                           chunk_stops[lo:hi])
+    width = _CHUNKS[0]
+    for narrower in _CHUNKS[1:]:
+      passed = (anchor_values[seg] +
+                partner_maxima[width][partner_chunks[width][seg] + chunk] >
+                floor_minima[width][bases[seg] + chunk * width])
+      seg, chunk = seg[passed], chunk[passed]
+      split = width // narrower
+      seg = np.repeat(seg, split)
+      chunk = (np.repeat(chunk * split, split) +
+               np.tile(np.arange(split), chunk.size))
+      inside = ((chunk + 1) * narrower > firsts[seg]) & (
+          chunk * narrower < stops[seg])
+      seg, chunk = seg[inside], chunk[inside]
+      width = narrower
+    passed = (anchor_values[seg] + partner[offsets[seg] + chunk] >
+              floor_minima[1][bases[seg] + chunk])
+    found_seg.append(seg[passed])
+    found_k.append(chunk[passed])
+  return np.concatenate(found_seg), np.concatenate(found_k)
+
+
+class _Plan(NamedTuple):
+  """A column of the left table at which some row steps up, and its partner."""
+  column: int              # the column of the left table
+  values: np.ndarray       # a = L[:, column]
+  steps: np.ndarray        # the rows i with a[i] above the column before
+  stepped: np.ndarray      # a where it steps, _INFEASIBLE elsewhere
+  right: _DenseTable       # R entered at the column's exit offset
+  r_values: np.ndarray     # the right table at the merge's exit offsets
+  end_groups: list         # and its `_end_groups` there
 
 
 def _merge_dense(left: _DenseTable, right_for, cap: int,
@@ -261,142 +384,162 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
     b'(m) < b'(m-1) (a descent of b at m), then
     a'(i*-1) <= a'(i*) <= b'(m-1) <= b'(m) < a'(i*-1), a contradiction. So
     the maximum is at an end (i in {0, A} or m in {0, B}) or at a descent of
-    a or of b. Ends are merged over their whole range; a descent only over
-    the partners (1) allows, found by binary search in running maxima and
-    minima of the rises (taken over every column t at once).
+    a or of b. The ends are merged first (`_merge_ends`), then the descents,
+    each only with the partners (1) allows (`_merge_descents`).
+  * Floors: a pair (i, m) can raise out[i + m, t] for some t only if
+    a(i) + R_s[m, t_max] > out[i + m, 0] once out is nondecreasing along t
+    (cumulative): both passes skip the pairs that cannot.
 
   A table whose columns are not finite on a prefix of counts (never the case
   for exact tables) is merged over every pair.
   """
-  plans = []
+  columns = []
   previous = np.full(left.values.shape[0], _INFEASIBLE, np.int64)
   for column, s_mid in enumerate(left.exits.tolist()):
     a = left.values[:, column]
     steps = a > previous
     previous = a
     if steps.any():
-      plans.append((column, a, steps, right_for(s_mid)))
+      columns.append((column, a, steps, right_for(s_mid)))
   rows = min(cap, left.values.shape[0] - 1 +
-             max(p[3].values.shape[0] for p in plans) - 1) + 1
-  exits = np.unique(np.concatenate([p[3].exits for p in plans]))
-  gap = exits.size
-  out = np.full((rows, gap), _INFEASIBLE, np.int64)
-  pending = []
-  # Pass 1: the ends, over their whole range. When R_s[0, t] = 0 (an empty
-  # right subtree) for every s, the end m = 0 is done for every s at once.
-  zero_row = True
-  for column, a, steps, right in plans:
+             max(right.values.shape[0] for *_, right in columns) - 1) + 1
+  exits = np.unique(np.concatenate([right.exits for *_, right in columns]))
+  out = np.full((rows, exits.size), _INFEASIBLE, np.int64)
+  plans = []
+  for column, a, steps, right in columns:
     r_values, end_groups = _expand(right, exits)
-    closed = left.prefix_closed and right.prefix_closed
-    if closed:
-      full_rows = [i for i in (0, left.lasts[column]) if steps[i]]
-      pending.append((column, a, steps, right, r_values))
-      zero_row = zero_row and not r_values[0].any()
-    else:
-      full_rows = np.flatnonzero(steps[:rows])
-    for i in full_rows:
+    if left.prefix_closed and right.prefix_closed:
+      plans.append(_Plan(column, a, steps, np.where(steps, a, _INFEASIBLE),
+                         right, r_values, end_groups))
+      continue
+    for i in np.flatnonzero(steps[:rows]):   # every pair
       span = min(r_values.shape[0], rows - i)
-      if span > 0:
-        np.maximum(out[i:i + span], a[i] + r_values[:span],
-                   out=out[i:i + span])
-    if closed:
-      masked = np.where(steps, a, _INFEASIBLE)[:, None]
-      # The end m = B_t > 0 serves the columns t whose last count is B_t.
-      for m, t0, t1 in end_groups:
-        span = min(masked.shape[0], rows - m)
-        if span > 0:
-          np.maximum(out[m:m + span, t0:t1],
-                     masked[:span] + r_values[m, t0:t1],
-                     out=out[m:m + span, t0:t1])
-  if pending:
-    if zero_row:
-      best = np.full(left.values.shape[0], _INFEASIBLE, np.int64)
-      for _, a, steps, _, _ in pending:
-        np.maximum(best, np.where(steps, a, _INFEASIBLE), out=best)
-      span = min(rows, best.shape[0])
-      np.maximum(out[:span], best[:span, None], out=out[:span])
-    else:
-      for _, a, steps, _, r_values in pending:
-        masked = np.where(steps, a, _INFEASIBLE)[:, None]
-        span = min(masked.shape[0], rows)
-        np.maximum(out[:span], masked[:span] + r_values[0], out=out[:span])
-  # A pattern ending at offset t also ends at or before t' > t; the filter of
-  # pass 2 relies on out being nondecreasing along t.
-  np.maximum.accumulate(out, axis=1, out=out)
-  # Pass 2: the descents, over the partners (1) allows. A pair (i, m) can
-  # raise out[i + m, t] for some t only if it beats out[i + m, 0] at the
-  # largest t (out is nondecreasing in t): the rest are skipped unexamined.
-  out_first = out[:, 0]
-  for column, a, steps, right, r_values in pending:
-    r_best = r_values[:, -1]
-    row_descents = np.flatnonzero(left.descents[:rows, column] & steps[:rows])
-    rises = left.rises[:, column]
-    i_parts, m_parts = [], []
-    if row_descents.size:
-      firsts = 1 + np.searchsorted(right.largest_rise_prefix_max,
-                                   rises[row_descents])
-      stops = np.minimum(
-          np.searchsorted(right.least_rise_suffix_min,
-                          rises[row_descents - 1]), rows - row_descents)
-      long_segments = (np.sum(np.maximum(stops - firsts, 0)) >
-                       _LONG_SEGMENT * row_descents.size)
-      if long_segments:
-        for i, first, stop in zip(row_descents, firsts, stops):
-          first, stop = _useful_span(
-              a[i] + r_best[first:stop], out_first[i + first:i + stop],
-              first)
-          if first < stop:
-            np.maximum(out[i + first:i + stop], a[i] + r_values[first:stop],
-                       out=out[i + first:i + stop])
-      else:
-        rows_i, counts_m = _segments(row_descents, firsts, stops)
-        i_parts.append(rows_i)
-        m_parts.append(counts_m)
-    # (An end of one column may be a descent of another: none is skipped.)
-    count_descents = right.count_descents
-    count_descents = count_descents[count_descents < rows]
-    if count_descents.size:
-      firsts = 1 + np.searchsorted(
-          left.rise_prefix_max[:, column], right.least_rise[count_descents],
-          side='right')
-      stops = np.minimum(np.searchsorted(
-          left.rise_suffix_min[:, column],
-          right.largest_rise[count_descents - 1], side='right'),
-          rows - count_descents)
-      long_segments = (np.sum(np.maximum(stops - firsts, 0)) >
-                       _LONG_SEGMENT * count_descents.size)
-      if long_segments:
-        masked = np.where(steps, a, _INFEASIBLE)[:, None]
-        for m, first, stop in zip(count_descents, firsts, stops):
-          first, stop = _useful_span(
-              masked[first:stop, 0] + r_best[m], out_first[m + first:m + stop],
-              first)
-          if first < stop:
-            np.maximum(out[m + first:m + stop],
-                       masked[first:stop] + r_values[m],
-                       out=out[m + first:m + stop])
-      else:
-        counts_m, rows_i = _segments(count_descents, firsts, stops)
-        keep = steps[rows_i]
-        i_parts.append(rows_i[keep])
-        m_parts.append(counts_m[keep])
-    if not i_parts:
-      continue
-    rows_i = np.concatenate(i_parts)
-    counts_m = np.concatenate(m_parts)
-    if not rows_i.size:
-      continue
-    target = rows_i + counts_m
-    useful = a[rows_i] + r_best[counts_m] > out_first[target]
-    if useful.any():
-      rows_i, counts_m, target = (rows_i[useful], counts_m[useful],
-                                  target[useful])
-      np.maximum.at(out, target, a[rows_i][:, None] + r_values[counts_m])
+      np.maximum(out[i:i + span], a[i] + r_values[:span],
+                 out=out[i:i + span])
+  if plans:
+    _merge_ends(left, plans, out)
+    _merge_descents(left, plans, out)
   out[out < 0] = _INFEASIBLE
   if is_node:
     counts = np.arange(out.shape[0], dtype=np.int64)[:, None]
     out = np.where(out >= 0, out + counts * counts, _INFEASIBLE)
   return _compact(out, exits)
+
+
+def _merge_ends(left: _DenseTable, plans: Sequence[_Plan], out: np.ndarray):
+  """The ends of `_merge_dense` (i in {0, A}, m in {0, B}), into `out`.
+
+  First i = 0 and m = 0 over their whole range (when R_s[0, t] = 0, an empty
+  right subtree, for every s, the end m = 0 of every s is one maximum), then
+  i = A and m = B_t only over the span where they beat that floor. Leaves
+  out nondecreasing along t.
+  """
+  rows = out.shape[0]
+  for plan in plans:
+    if plan.steps[0]:
+      span = min(plan.r_values.shape[0], rows)
+      np.maximum(out[:span], plan.values[0] + plan.r_values[:span],
+                 out=out[:span])
+  if not any(plan.r_values[0].any() for plan in plans):
+    best = np.maximum.reduce([plan.stepped for plan in plans])
+    span = min(rows, best.shape[0])
+    np.maximum(out[:span], best[:span, None], out=out[:span])
+  else:
+    for plan in plans:
+      span = min(plan.stepped.shape[0], rows)
+      np.maximum(out[:span], plan.stepped[:span, None] + plan.r_values[0],
+                 out=out[:span])
+  # A pattern ending at offset t also ends at or before t' > t.
+  np.maximum.accumulate(out, axis=1, out=out)
+  floor = out[:, 0].copy()
+  for plan in plans:
+    a, r_values = plan.values, plan.r_values
+    last = int(left.lasts[plan.column])
+    if 0 < last < rows and plan.steps[last]:
+      span = min(r_values.shape[0], rows - last)
+      lo, hi = _useful_span(a[last] + r_values[:span, -1],
+                            floor[last:last + span])
+      np.maximum(out[last + lo:last + hi], a[last] + r_values[lo:hi],
+                 out=out[last + lo:last + hi])
+    # The end m = B_t > 0 serves the columns t whose last count is B_t.
+    for m, t0, t1 in plan.end_groups:
+      span = min(plan.stepped.shape[0], rows - m)
+      if span <= 0:
+        continue
+      lo, hi = _useful_span(plan.stepped[:span] + r_values[m, t1 - 1],
+                            floor[m:m + span])
+      np.maximum(out[m + lo:m + hi, t0:t1],
+                 plan.stepped[lo:hi, None] + r_values[m, t0:t1],
+                 out=out[m + lo:m + hi, t0:t1])
+  np.maximum.accumulate(out, axis=1, out=out)
+
+
+def _merge_descents(left: _DenseTable, plans: Sequence[_Plan],
+                    out: np.ndarray):
+  """The descents of `_merge_dense`, every column at once, into `out`.
+
+  Descents i of the left table (where it steps) with the partners m in the
+  right tables that (1) allows, and descents m of the right tables with the
+  partners i in the left table; of those, only the pairs `_useful_pairs`
+  finds above the floor out[:, 0] (out is nondecreasing along t).
+  """
+  rows = out.shape[0]
+  floor = _window_minima(out[:, 0].copy())
+  columns = np.array([plan.column for plan in plans])
+  rights = [plan.right for plan in plans]
+  best = [right.values[:, -1] for right in rights]
+  found = []   # (plan, i, m) of the pairs to merge
+  # Descents i of the left table.
+  plan_of, anchors = np.nonzero(
+      left.descents[:rows, columns].T &
+      np.stack([plan.steps[:rows] for plan in plans]))
+  if anchors.size:
+    left_columns = columns[plan_of]
+    rises_at = left.rises[anchors, left_columns]
+    rises_before = left.rises[anchors - 1, left_columns]
+    firsts = np.empty_like(anchors)
+    stops = np.empty_like(anchors)
+    bounds = np.searchsorted(plan_of, np.arange(len(plans) + 1))
+    for right, lo, hi in zip(rights, bounds[:-1], bounds[1:]):
+      firsts[lo:hi] = 1 + np.searchsorted(right.largest_rise_prefix_max,
+                                          rises_at[lo:hi])
+      stops[lo:hi] = np.searchsorted(right.least_rise_suffix_min,
+                                     rises_before[lo:hi])
+    partner, starts = _concatenate_padded(best)
+    pair, counts = _useful_pairs(
+        anchors, firsts, np.minimum(stops, rows - anchors),
+        left.values[anchors, left_columns], starts[plan_of], partner, floor)
+    found.append((plan_of[pair], anchors[pair], counts))
+  # Descents m of the right tables. (An end of one column may be a descent
+  # of another: none is skipped.)
+  parts = []
+  for index, (plan, right) in enumerate(zip(plans, rights)):
+    anchors = right.count_descents[right.count_descents < rows]
+    if anchors.size:
+      parts.append((
+          np.full(anchors.size, index), anchors,
+          1 + np.searchsorted(left.rise_prefix_max[:, plan.column],
+                              right.least_rise[anchors], side='right'),
+          np.searchsorted(left.rise_suffix_min[:, plan.column],
+                          right.largest_rise[anchors - 1], side='right'),
+          best[index][anchors]))
+  if parts:
+    plan_of, anchors, firsts, stops, values = map(np.concatenate, zip(*parts))
+    partner, starts = _concatenate_padded([plan.stepped for plan in plans])
+    pair, partners = _useful_pairs(
+        anchors, firsts, np.minimum(stops, rows - anchors), values,
+        starts[plan_of], partner, floor)
+    found.append((plan_of[pair], partners, anchors[pair]))
+  if not found:
+    return
+  plan_of, rows_i, counts_m = map(np.concatenate, zip(*found))
+  order = np.argsort(plan_of, kind='stable')
+  plan_of, rows_i, counts_m = plan_of[order], rows_i[order], counts_m[order]
+  bounds = np.searchsorted(plan_of, np.arange(len(plans) + 1))
+  for plan, lo, hi in zip(plans, bounds[:-1], bounds[1:]):
+    if lo < hi:
+      i, m = rows_i[lo:hi], counts_m[lo:hi]
+      np.maximum.at(out, i + m, plan.values[i][:, None] + plan.r_values[m])
 
 
 class _BlockTree:
@@ -414,7 +557,6 @@ class _BlockTree:
     self.slack = self.block - self.gap               # D
     self.cap = max_participation
     self._memo: Dict[Tuple[int, int], _Table] = {}
-    self._segment_memo: Dict[Tuple[int, int], _DenseTable] = {}
 
   def leaf(self, s: int) -> _Table:
     """One complete B-block entered at offset s."""
@@ -453,8 +595,8 @@ class _BlockTree:
     self._memo[key] = result
     return result
 
-  def _dense_table(self, size: int, s: int) -> '_DenseTable':
-    """`run` as a cumulative dense table (for the dense program)."""
+  def _dense_node(self, size: int, s: int) -> '_DenseTable':
+    """`run` of a complete node of `size` (a power of two) blocks, dense."""
     key = (size, s)
     if key in self._dense_memo:
       return self._dense_memo[key]
@@ -463,13 +605,10 @@ class _BlockTree:
           _table_to_dense(self.leaf(s), self.gap), axis=1),
                         np.arange(self.gap))
     else:
-      power = 1 << (size.bit_length() - 1)
-      is_node = power == size
-      left_size = size // 2 if is_node else power
       result = _merge_dense(
-          self._dense_table(left_size, s),
-          lambda s_mid: self._dense_table(size - left_size, s_mid),
-          self.cap, is_node)
+          self._dense_node(size // 2, s),
+          functools.partial(self._dense_node, size // 2), self.cap,
+          is_node=True)
     self._dense_memo[key] = result
     return result
 
@@ -500,43 +639,49 @@ class _BlockTree:
           _merge(acc, n1 + k, s_out, value)
     return _finish(acc, self.counts_are_free)
 
-  def dense_segment(self, length: int, s: int) -> _DenseTable:
-    """`segment` as a cumulative dense table (for the dense program)."""
-    key = (length, s)
-    if key in self._segment_memo:
-      return self._segment_memo[key]
+  def append_tree(self, table: _DenseTable, length: int) -> _DenseTable:
+    """The dense states after one more whole tree of `length` leaves.
+
+    `table` holds, by participations so far and by the offset at which the
+    tree is entered, the best value so far. The tree's largest complete
+    nodes of B-blocks (the binary digits of its block count, TFP's split)
+    are merged one after the other as right subtrees, then its partial region
+    at the end: the states need only their own entry offsets, where merging
+    the tree as one right subtree would need its table at every offset.
+    Exit offsets of the result are relative to the end of the tree.
+    """
     num_blocks, rest = divmod(length, self.block)
-    if num_blocks:
-      result = self._dense_table(num_blocks, s)
-    else:
-      result = _DenseTable(np.zeros((1, 1), np.int64), [s])
-    if rest:
-      body = result.values
-      base = num_blocks * self.block
-      rows = min(self.cap, body.shape[0] - 1 + (rest - 1) // self.gap + 1) + 1
-      out = np.full((rows, self.gap), _INFEASIBLE, np.int64)
-      for j, s_mid in enumerate(result.exits.tolist()):
-        column = body[:, j]
-        # Greedy earliest positions in the partial region [base, length).
-        greedy = list(range(s_mid, rest, self.gap))
-        gain = 0
-        for k in range(len(greedy) + 1):
-          if k:
-            gain += self._low_count(base + greedy[k - 1], length)
-            s_out = max(0, greedy[k - 1] + self.gap - rest)
-          else:
-            s_out = max(0, s_mid - rest)
-          span = min(column.shape[0], rows - k)
-          if span <= 0:
-            break
-          candidate = np.where(column[:span] >= 0, column[:span] + gain,
-                               _INFEASIBLE)
-          np.maximum(out[k:k + span, s_out], candidate,
-                     out=out[k:k + span, s_out])
-      result = _compact(np.maximum.accumulate(out, axis=1),
-                        np.arange(self.gap))
-    self._segment_memo[key] = result
-    return result
+    done = 0
+    while done < num_blocks:
+      size = 1 << ((num_blocks - done).bit_length() - 1)
+      table = _merge_dense(table, functools.partial(self._dense_node, size),
+                           self.cap, is_node=False)
+      done += size
+    if not rest:
+      return table
+    body = table.values
+    base = num_blocks * self.block
+    rows = min(self.cap, body.shape[0] - 1 + (rest - 1) // self.gap + 1) + 1
+    out = np.full((rows, self.gap), _INFEASIBLE, np.int64)
+    for j, s_mid in enumerate(table.exits.tolist()):
+      column = body[:, j]
+      # Greedy earliest positions in the partial region [base, length).
+      greedy = list(range(s_mid, rest, self.gap))
+      gain = 0
+      for k in range(len(greedy) + 1):
+        if k:
+          gain += self._low_count(base + greedy[k - 1], length)
+          s_out = max(0, greedy[k - 1] + self.gap - rest)
+        else:
+          s_out = max(0, s_mid - rest)
+        span = min(column.shape[0], rows - k)
+        if span <= 0:
+          break
+        candidate = np.where(column[:span] >= 0, column[:span] + gain,
+                             _INFEASIBLE)
+        np.maximum(out[k:k + span, s_out], candidate,
+                   out=out[k:k + span, s_out])
+    return _compact(np.maximum.accumulate(out, axis=1), np.arange(self.gap))
 
   def _low_count(self, leaf: int, length: int) -> int:
     """Complete nodes of size < B that contain `leaf` in a tree of `length`."""
@@ -623,10 +768,7 @@ def max_sensitivity_squared(total_rounds: int, max_participation: int,
     # the next tree); a tree is merged like a right subtree.
     table = _DenseTable(np.zeros((1, 1), np.int64), [0])
     for length in segments:
-      table = _merge_dense(
-          table,
-          functools.partial(program.dense_segment, length),
-          cap, is_node=False)
+      table = program.append_tree(table, length)
     return int(table.values[1:, -1].max())
   # states: (participations so far, entry offset of the next tree) -> value.
   states = {(0, 0): 0}
