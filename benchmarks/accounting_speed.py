@@ -8,7 +8,8 @@ caches.
 
 Then, for T = 100000 and a MaxP that binds (below the participations that fit
 MinS apart), the time of this project's accountant from cold caches over a
-grid of MinS and MaxP (TFP would take hours to days there).
+grid of MinS and MaxP (TFP would take hours to days there), and for a few
+(MinS, MaxP) with the paper's tree restarts.
 
   python -m benchmarks.accounting_speed            # quick rows (~1 min)
   python -m benchmarks.accounting_speed --rows=all # every row (hours in TFP)
@@ -38,6 +39,10 @@ _REPEATS = flags.DEFINE_integer(
 _BINDING_FRACTIONS = flags.DEFINE_list(
     'binding_fractions', ['0.1', '0.3', '0.5', '0.99'],
     'MaxP of the grid, as fractions of the participations that fit.')
+_RESTART_CASES = flags.DEFINE_list(
+    'restart_cases', ['0/50000', '10/3000', '30/1000', '100/500', '250/300'],
+    'MinS/MaxP pairs timed at the same T with the paper\'s restarts (trees '
+    'starting at 128 + 1024 i, MaxP and MinS across them); empty: none.')
 
 NOISE = 7.0
 
@@ -55,6 +60,7 @@ def main(argv):
     _paper_rows()
   if _BINDING_ROUNDS.value:
     _binding_grid(_BINDING_ROUNDS.value)
+    _restart_cases(_BINDING_ROUNDS.value)
 
 
 def _binding_grid(rounds):
@@ -66,16 +72,35 @@ def _binding_grid(rounds):
     fits = tree.max_possible_participation(rounds, min_sep)
     for fraction in (float(f) for f in _BINDING_FRACTIONS.value):
       max_p = max(1, min(fits - 1, int(fits * fraction)))
-      seconds = float('inf')
-      for _ in range(_REPEATS.value):   # this VM's timings vary by 50%
-        tree._block_tree.cache_clear()  # pylint: disable=protected-access
-        start = time.perf_counter()
-        value = tree.max_sensitivity_squared(rounds, max_p, min_sep)
-        seconds = min(seconds, time.perf_counter() - start)
+      value, seconds = _least_time(rounds, max_p, min_sep, ())
       slowest = max(slowest, seconds)
       print(f'{min_sep:5d} {max_p:6d} {fits:6d} {seconds:8.3f}  {value}',
             flush=True)
   print(f'Slowest: {slowest:.2f} s')
+
+
+def _least_time(rounds, max_p, min_sep, restarts):
+  """The value and the least time of _REPEATS cold runs (timings vary)."""
+  seconds = float('inf')
+  for _ in range(_REPEATS.value):
+    tree._block_tree.cache_clear()  # pylint: disable=protected-access
+    start = time.perf_counter()
+    value = tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts)
+    seconds = min(seconds, time.perf_counter() - start)
+  return value, seconds
+
+
+def _restart_cases(rounds):
+  if not _RESTART_CASES.value:
+    return
+  restarts = tree.paper_restart_rounds(rounds)
+  print(f'\nWith the paper\'s restarts ({len(restarts) + 1} trees), cold '
+        f'caches, least of {_REPEATS.value} runs')
+  print(f'{"MinS":>5} {"MaxP":>6} {"seconds":>8}  sensitivity^2')
+  for case in _RESTART_CASES.value:
+    min_sep, max_p = (int(x) for x in case.split('/'))
+    value, seconds = _least_time(rounds, max_p, min_sep, restarts)
+    print(f'{min_sep:5d} {max_p:6d} {seconds:8.3f}  {value}', flush=True)
 
 
 def _paper_rows():
