@@ -31,8 +31,8 @@ _ROWS = flags.DEFINE_string(
 _BINDING_ROUNDS = flags.DEFINE_integer(
     'binding_rounds', 100000, 'T of the binding-MaxP grid (0: skip it).')
 _BINDING_MIN_SEPARATIONS = flags.DEFINE_list(
-    'binding_min_separations', ['0', '3', '10', '30', '50', '100', '150',
-                                '250', '300', '1000'],
+    'binding_min_separations', ['0', '3', '10', '30', '50', '60', '100',
+                                '120', '150', '250', '300', '1000'],
     'MinS values of the binding-MaxP grid.')
 _REPEATS = flags.DEFINE_integer(
     'repeats', 3, 'Binding grid: the least time of this many cold runs.')
