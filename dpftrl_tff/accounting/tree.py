@@ -271,9 +271,14 @@ def _window_minima(floor: np.ndarray) -> Dict[int, np.ndarray]:
   return minima
 
 
+def _chunked_size(size: int) -> int:
+  """`size` rounded up to a multiple of the widest chunk."""
+  return -(-size // _CHUNKS[0]) * _CHUNKS[0]
+
+
 def _block_maxima(values: np.ndarray) -> Dict[int, np.ndarray]:
   """width K -> max(values[c K:(c + 1) K]) for every chunk c (padded)."""
-  size = -(-values.size // _CHUNKS[0]) * _CHUNKS[0]
+  size = _chunked_size(values.size)
   padded = np.full(size, _INFEASIBLE, np.int64)
   padded[:values.size] = values
   return {width: padded.reshape(-1, width).max(axis=1) for width in _CHUNKS}
@@ -285,7 +290,7 @@ def _concatenate_padded(arrays: Sequence[np.ndarray]
 
   Returns the concatenation (gaps _INFEASIBLE) and the start of each array.
   """
-  sizes = np.array([-(-x.size // _CHUNKS[0]) * _CHUNKS[0] for x in arrays])
+  sizes = np.array([_chunked_size(x.size) for x in arrays])
   starts = np.cumsum(sizes) - sizes
   flat = np.full(int(sizes.sum()), _INFEASIBLE, np.int64)
   for start, x in zip(starts.tolist(), arrays):
@@ -309,12 +314,14 @@ def _useful_pairs(bases: np.ndarray, firsts: np.ndarray, stops: np.ndarray,
   pair in it passes); a kept chunk is split in four. The ranges go through
   in batches of about _BATCH widest chunks, whose arrays stay in cache.
   """
-  segments = np.arange(bases.size)
-  if np.maximum(stops - firsts, 0).sum() <= _FEW_PAIRS:
-    seg, k = _segments(segments, firsts, stops)
+
+  def beating(seg, k):
     passed = (anchor_values[seg] + partner[offsets[seg] + k] >
               floor_minima[1][bases[seg] + k])
     return seg[passed], k[passed]
+
+  if np.maximum(stops - firsts, 0).sum() <= _FEW_PAIRS:
+    return beating(*_segments(np.arange(bases.size), firsts, stops))
   partner_maxima = _block_maxima(partner)
   partner_chunks = {width: offsets // width for width in _CHUNKS}
   nonempty = np.flatnonzero(stops > firsts)
@@ -343,10 +350,9 @@ def _useful_pairs(bases: np.ndarray, firsts: np.ndarray, stops: np.ndarray,
           chunk * narrower < stops[seg])
       seg, chunk = seg[inside], chunk[inside]
       width = narrower
-    passed = (anchor_values[seg] + partner[offsets[seg] + chunk] >
-              floor_minima[1][bases[seg] + chunk])
-    found_seg.append(seg[passed])
-    found_k.append(chunk[passed])
+    seg, chunk = beating(seg, chunk)
+    found_seg.append(seg)
+    found_k.append(chunk)
   return np.concatenate(found_seg), np.concatenate(found_k)
 
 
