@@ -7,9 +7,9 @@ the whole NWP table (11 distinct rows plus the two SecAgg rows) from cold
 caches.
 
 Then, for T = 100000 and a MaxP that binds (below the participations that fit
-MinS apart), the time of this project's accountant from cold caches over a
-grid of MinS and MaxP (TFP would take hours to days there), and for a few
-(MinS, MaxP) with the paper's tree restarts.
+with MinS rounds between two), the time of this project's accountant from
+cold caches over a grid of MinS and MaxP (TFP would take hours to days
+there), and for a few (MinS, MaxP) with the paper's tree restarts.
 
   python -m benchmarks.accounting_speed            # quick rows (~1 min)
   python -m benchmarks.accounting_speed --rows=all # every row (hours in TFP)

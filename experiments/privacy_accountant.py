@@ -247,7 +247,7 @@ def _maxp_note(r):
   if requested > r['max_participation']:
     return (f' (--max_participation={requested} cannot happen: at most '
             f'{r["max_participation"]} participations fit in {r["rounds"]} '
-            f'rounds {r["min_separation"]} apart)')
+            f'rounds with {r["min_separation"]} rounds between two)')
   return ''
 
 

@@ -182,7 +182,7 @@ class BLTMechanismTest(parameterized.TestCase):
        'be an integer <= 19'),
       ('max_p', dict(blt_max_participation=5), r'--blt_max_participation=5 '
        r'cannot happen: at most 4 participations fit in --total_rounds=20 '
-       r'rounds 4 apart'),
+       r'rounds with 4 rounds between two'),
       ('error', dict(blt_error='median'), "--blt_error='median'"),
       ('other_aggregator', dict(aggregator='dp_ftrl'),
        '--blt_num_buffers=2, --blt_min_separation=4 only apply with '

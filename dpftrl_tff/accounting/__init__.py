@@ -98,7 +98,7 @@ def compute_privacy(*, rounds: int, noise_multiplier: float,
       noise z_Delta is reported beside it).
     max_participation: MaxP; None means the worst case for T and MinS. The
       report holds the effective MaxP, at most the participations that fit
-      in T rounds MinS apart.
+      in T rounds with MinS rounds between two.
     min_separation: MinS.
     restart_rounds: first rounds of new trees; empty for one tree.
     delta: for (epsilon, delta).

@@ -327,8 +327,9 @@ def _blt_validate(config):
     if max_p > fit:
       raise ValueError(
           f'--blt_max_participation={max_p} cannot happen: at most {fit} '
-          f'participations fit in --total_rounds={rounds} rounds {min_sep} '
-          f'apart (--blt_min_separation); use at most {fit}.')
+          f'participations fit in --total_rounds={rounds} rounds with '
+          f'{min_sep} rounds between two (--blt_min_separation); use at most '
+          f'{fit}.')
   _check_secagg(config, 'dp_ftrl_blt', True)
 
 
