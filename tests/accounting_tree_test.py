@@ -231,11 +231,25 @@ class MergeDenseTest(parameterized.TestCase):
         dropped += gap * len(tables) - sum(t.exits.size for t in tables)
         merged = tree._merge_dense(  # pylint: disable=protected-access
             tables[0], lambda s: tables[1 + s], cap, is_node)
-        merged = tree._expand(merged, np.arange(gap))[0]  # pylint: disable=protected-access
+        merged = tree._Expanded(merged, np.arange(gap))[:]  # pylint: disable=protected-access
       expected = _naive_merge(left, rights, cap, is_node)
       with self.subTest(gap=gap, cap=cap, is_node=is_node):
         np.testing.assert_array_equal(np.maximum(merged, -1), expected)
     self.assertEqual(dropped > 0, kind == 'compact')
+
+
+  def test_expanded_rows(self):
+    inf = tree._INFEASIBLE  # pylint: disable=protected-access
+    table = tree._DenseTable(  # pylint: disable=protected-access
+        np.array([[0, 0], [3, 5], [inf, 9]]), exits=[2, 5])
+    seen = tree._Expanded(table, np.array([0, 2, 3, 5, 7]))  # pylint: disable=protected-access
+    np.testing.assert_array_equal(
+        seen[:], [[inf, 0, 0, 0, 0], [inf, 3, 3, 5, 5], [inf, inf, inf, 9, 9]])
+    np.testing.assert_array_equal(seen[np.array([2, 1])],
+                                  [[inf, inf, inf, 9, 9], [inf, 3, 3, 5, 5]])
+    np.testing.assert_array_equal(seen.last_column(slice(1, 3)), [5, 9])
+    # Columns whose last finite count is B: 1 at offsets 2 and 3, 2 after.
+    self.assertEqual(seen.end_groups, [(1, 1, 3), (2, 3, 5)])
 
 
 class UsefulPairsTest(parameterized.TestCase):

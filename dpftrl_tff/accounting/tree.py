@@ -206,23 +206,44 @@ def _compact(values: np.ndarray, exits: np.ndarray) -> _DenseTable:
   return _DenseTable(values[:, keep], exits[keep])
 
 
-def _expand(table: _DenseTable, exits: np.ndarray):
-  """table's values and end groups (`_end_groups`) at the offsets `exits`.
+class _Expanded:
+  """A table seen at the exit offsets `exits` of a merge, rows on demand.
 
-  `exits` is sorted and holds every exit offset of the table (and more).
+  `exits` is sorted and holds every exit offset of the table (and more);
+  the value at an offset is that of the table's last column at or before
+  it. Only the rows a merge uses are gathered.
   """
-  if table.exits.size == exits.size:
-    return table.values, table.end_groups
-  column = np.searchsorted(table.exits, exits, side='right') - 1
-  values = table.values[:, column]
-  values[:, column < 0] = _INFEASIBLE
-  # A group of table columns [c0, c1) covers the offsets whose column is in
-  # it, a range since `column` is nondecreasing.
-  groups = table.end_groups
-  starts = np.searchsorted(column, [c0 for _, c0, _ in groups]).tolist()
-  stops = np.searchsorted(column, [c1 for _, _, c1 in groups]).tolist()
-  return values, [(last, t0, t1) for (last, _, _), t0, t1
-                  in zip(groups, starts, stops) if t0 < t1]
+
+  def __init__(self, table: _DenseTable, exits: np.ndarray):
+    self.table = table
+    self.count = table.values.shape[0]
+    if table.exits.size == exits.size:
+      self.column = None
+      self.end_groups = table.end_groups
+      return
+    column = table.exits.searchsorted(exits, side='right') - 1
+    self.column = column
+    self.missing = column < 0
+    # A group of table columns [c0, c1) covers the offsets whose column is
+    # in it, a range since `column` is nondecreasing.
+    groups = table.end_groups
+    starts = column.searchsorted([c0 for _, c0, _ in groups]).tolist()
+    stops = column.searchsorted([c1 for _, _, c1 in groups]).tolist()
+    self.end_groups = [(last, t0, t1) for (last, _, _), t0, t1
+                       in zip(groups, starts, stops) if t0 < t1]
+
+  def __getitem__(self, rows) -> np.ndarray:
+    """Rows `rows` (an index, a slice or an index array) at `exits`."""
+    values = self.table.values[rows]
+    if self.column is None:
+      return values
+    values = values[..., self.column]
+    values[..., self.missing] = _INFEASIBLE
+    return values
+
+  def last_column(self, rows: slice) -> np.ndarray:
+    """Rows `rows` at the largest of `exits`."""
+    return self.table.values[rows, -1]
 
 
 def _end_groups(lasts: np.ndarray):
@@ -246,7 +267,7 @@ def _segments(anchors: np.ndarray, firsts: np.ndarray,
 
 def _useful_span(bound: np.ndarray, current: np.ndarray) -> Tuple[int, int]:
   """The shortest [lo, hi) outside which `bound` <= `current`."""
-  useful = np.flatnonzero(bound > current)
+  useful = (bound > current).nonzero()[0]
   if not useful.size:
     return 0, 0
   return int(useful[0]), int(useful[-1]) + 1
@@ -363,8 +384,7 @@ class _Plan(NamedTuple):
   steps: np.ndarray        # the rows i with a[i] above the column before
   stepped: np.ndarray      # a where it steps, _INFEASIBLE elsewhere
   right: _DenseTable       # R entered at the column's exit offset
-  r_values: np.ndarray     # the right table at the merge's exit offsets
-  end_groups: list         # and its `_end_groups` there
+  r_values: _Expanded      # the right table at the merge's exit offsets
 
 
 def _merge_dense(left: _DenseTable, right_for, cap: int,
@@ -391,7 +411,10 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
     a'(i*-1) <= a'(i*) <= b'(m-1) <= b'(m) < a'(i*-1), a contradiction. So
     the maximum is at an end (i in {0, A} or m in {0, B}) or at a descent of
     a or of b. The ends are merged first (`_merge_ends`), then the descents,
-    each only with the partners (1) allows (`_merge_descents`).
+    each only with the partners (1) allows (`_merge_descents`). At an end
+    the half of (1) that still applies bounds the partners too: i* = A > lo
+    needs a'(A-1) > b'(m), and i* = n - B = lo with 0 < i* < A needs
+    a'(i*) <= b'(B-1); the corner i* = A, m = B (lo = hi) needs nothing.
   * Floors: a pair (i, m) can raise out[i + m, t] for some t only if
     a(i) + R_s[m, t_max] > out[i + m, 0] once out is nondecreasing along t
     (cumulative): both passes skip the pairs that cannot.
@@ -413,13 +436,13 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
   out = np.full((rows, exits.size), _INFEASIBLE, np.int64)
   plans = []
   for column, a, steps, right in columns:
-    r_values, end_groups = _expand(right, exits)
+    r_values = _Expanded(right, exits)
     if left.prefix_closed and right.prefix_closed:
       plans.append(_Plan(column, a, steps, np.where(steps, a, _INFEASIBLE),
-                         right, r_values, end_groups))
+                         right, r_values))
       continue
     for i in np.flatnonzero(steps[:rows]):   # every pair
-      span = min(r_values.shape[0], rows - i)
+      span = min(r_values.count, rows - i)
       np.maximum(out[i:i + span], a[i] + r_values[:span],
                  out=out[i:i + span])
   if plans:
@@ -433,17 +456,20 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
 
 
 def _merge_ends(left: _DenseTable, plans: Sequence[_Plan], out: np.ndarray):
-  """The ends of `_merge_dense` (i in {0, A}, m in {0, B}), into `out`.
+  """The ends of `_merge_dense` (i in {0, A}, m in {0, B_t}), into `out`.
 
   First i = 0 and m = 0 over their whole range (when R_s[0, t] = 0, an empty
-  right subtree, for every s, the end m = 0 of every s is one maximum), then
-  i = A and m = B_t only over the span where they beat that floor. Leaves
-  out nondecreasing along t.
+  right subtree, for every s, the end m = 0 of every s is one maximum). Then
+  i = A with the m below the first count from which every rise of R is at
+  least a'(A-1), and of those only the span that beats that floor; and
+  m = B_t with the rows i that step and lie below the first row from which
+  every rise of a exceeds b'(B_t - 1) (the largest rise over R's columns
+  stands for it), plus the corner i = A. Leaves out nondecreasing along t.
   """
   rows = out.shape[0]
   for plan in plans:
     if plan.steps[0]:
-      span = min(plan.r_values.shape[0], rows)
+      span = min(plan.r_values.count, rows)
       np.maximum(out[:span], plan.values[0] + plan.r_values[:span],
                  out=out[:span])
   if not any(plan.r_values[0].any() for plan in plans):
@@ -459,24 +485,32 @@ def _merge_ends(left: _DenseTable, plans: Sequence[_Plan], out: np.ndarray):
   np.maximum.accumulate(out, axis=1, out=out)
   floor = out[:, 0].copy()
   for plan in plans:
-    a, r_values = plan.values, plan.r_values
+    a, r_values, right = plan.values, plan.r_values, plan.right
     last = int(left.lasts[plan.column])
-    if 0 < last < rows and plan.steps[last]:
-      span = min(r_values.shape[0], rows - last)
-      lo, hi = _useful_span(a[last] + r_values[:span, -1],
+    at_last = 0 < last < rows and plan.steps[last]
+    if at_last:
+      # i* = A > lo: f rises into A, a'(A - 1) > b'(m).
+      span = min(r_values.count, rows - last,
+                 int(right.least_rise_suffix_min.searchsorted(
+                     left.rises[last - 1, plan.column])))
+      lo, hi = _useful_span(a[last] + r_values.last_column(slice(0, span)),
                             floor[last:last + span])
       np.maximum(out[last + lo:last + hi], a[last] + r_values[lo:hi],
                  out=out[last + lo:last + hi])
-    # The end m = B_t > 0 serves the columns t whose last count is B_t.
-    for m, t0, t1 in plan.end_groups:
-      span = min(plan.stepped.shape[0], rows - m)
-      if span <= 0:
-        continue
-      lo, hi = _useful_span(plan.stepped[:span] + r_values[m, t1 - 1],
-                            floor[m:m + span])
-      np.maximum(out[m + lo:m + hi, t0:t1],
-                 plan.stepped[lo:hi, None] + r_values[m, t0:t1],
-                 out=out[m + lo:m + hi, t0:t1])
+    # The end m = B_t > 0 serves the columns t whose last count is B_t,
+    # with the rows i that step; i* = lo < A: f does not rise after i*,
+    # a'(i*) <= b'(B_t - 1); and the corner i* = A = lo = hi.
+    steps = plan.steps.nonzero()[0]
+    suffix_min = left.rise_suffix_min[:, plan.column]
+    for m, t0, t1 in r_values.end_groups:
+      stop = min(rows - m, int(suffix_min.searchsorted(
+          right.largest_rise[m - 1], side='right')))
+      i = steps[:steps.searchsorted(stop)]
+      if at_last and last < rows - m:
+        i = np.append(i, last)
+      if i.size:
+        out[m + i, t0:t1] = np.maximum(out[m + i, t0:t1],
+                                       a[i, None] + r_values[m][t0:t1])
   np.maximum.accumulate(out, axis=1, out=out)
 
 
@@ -507,10 +541,10 @@ def _merge_descents(left: _DenseTable, plans: Sequence[_Plan],
     stops = np.empty_like(anchors)
     bounds = np.searchsorted(plan_of, np.arange(len(plans) + 1))
     for right, lo, hi in zip(rights, bounds[:-1], bounds[1:]):
-      firsts[lo:hi] = 1 + np.searchsorted(right.largest_rise_prefix_max,
-                                          rises_at[lo:hi])
-      stops[lo:hi] = np.searchsorted(right.least_rise_suffix_min,
-                                     rises_before[lo:hi])
+      firsts[lo:hi] = 1 + right.largest_rise_prefix_max.searchsorted(
+          rises_at[lo:hi])
+      stops[lo:hi] = right.least_rise_suffix_min.searchsorted(
+          rises_before[lo:hi])
     partner, starts = _concatenate_padded(best)
     pair, counts = _useful_pairs(
         anchors, firsts, np.minimum(stops, rows - anchors),
@@ -524,10 +558,10 @@ def _merge_descents(left: _DenseTable, plans: Sequence[_Plan],
     if anchors.size:
       parts.append((
           np.full(anchors.size, index), anchors,
-          1 + np.searchsorted(left.rise_prefix_max[:, plan.column],
-                              right.least_rise[anchors], side='right'),
-          np.searchsorted(left.rise_suffix_min[:, plan.column],
-                          right.largest_rise[anchors - 1], side='right'),
+          1 + left.rise_prefix_max[:, plan.column].searchsorted(
+              right.least_rise[anchors], side='right'),
+          left.rise_suffix_min[:, plan.column].searchsorted(
+              right.largest_rise[anchors - 1], side='right'),
           best[index][anchors]))
   if parts:
     plan_of, anchors, firsts, stops, values = map(np.concatenate, zip(*parts))
