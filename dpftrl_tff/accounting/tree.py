@@ -190,6 +190,28 @@ class _DenseTable:
   def end_groups(self):
     return _end_groups(self.lasts)
 
+  # The two halves of condition (1) of `_merge_dense` as ranges of partners,
+  # this table on the right (counts m, over all columns) or on the left
+  # (rows i of one column).
+
+  def first_count_rising_to(self, rises: np.ndarray) -> np.ndarray:
+    """The least m with b'(m - 1) >= rise possible, for each rise."""
+    return 1 + self.largest_rise_prefix_max.searchsorted(rises)
+
+  def counts_rising_below(self, rises: np.ndarray) -> np.ndarray:
+    """The m with b'(m) < rise possible lie below this, for each rise."""
+    return self.least_rise_suffix_min.searchsorted(rises)
+
+  def first_row_rising_above(self, column: int,
+                             rises: np.ndarray) -> np.ndarray:
+    """The least i with a'(i - 1) > rise possible, for each rise."""
+    return 1 + self.rise_prefix_max[:, column].searchsorted(rises,
+                                                            side='right')
+
+  def rows_rising_at_most(self, column: int, rises: np.ndarray) -> np.ndarray:
+    """The i with a'(i) <= rise possible lie below this, for each rise."""
+    return self.rise_suffix_min[:, column].searchsorted(rises, side='right')
+
 
 def _compact(values: np.ndarray, exits: np.ndarray) -> _DenseTable:
   """A cumulative table without the columns equal to the one before.
@@ -218,7 +240,7 @@ class _Expanded:
     self.table = table
     self.count = table.values.shape[0]
     if table.exits.size == exits.size:
-      self.column = None
+      self.column = self.missing = None
       self.end_groups = table.end_groups
       return
     column = table.exits.searchsorted(exits, side='right') - 1
@@ -241,9 +263,9 @@ class _Expanded:
     values[..., self.missing] = _INFEASIBLE
     return values
 
-  def last_column(self, rows: slice) -> np.ndarray:
-    """Rows `rows` at the largest of `exits`."""
-    return self.table.values[rows, -1]
+  def last_column(self, span: int) -> np.ndarray:
+    """The first `span` rows at the largest of `exits`."""
+    return self.table.values[:span, -1]
 
 
 def _end_groups(lasts: np.ndarray):
@@ -491,9 +513,9 @@ def _merge_ends(left: _DenseTable, plans: Sequence[_Plan], out: np.ndarray):
     if at_last:
       # i* = A > lo: f rises into A, a'(A - 1) > b'(m).
       span = min(r_values.count, rows - last,
-                 int(right.least_rise_suffix_min.searchsorted(
+                 int(right.counts_rising_below(
                      left.rises[last - 1, plan.column])))
-      lo, hi = _useful_span(a[last] + r_values.last_column(slice(0, span)),
+      lo, hi = _useful_span(a[last] + r_values.last_column(span),
                             floor[last:last + span])
       np.maximum(out[last + lo:last + hi], a[last] + r_values[lo:hi],
                  out=out[last + lo:last + hi])
@@ -501,10 +523,9 @@ def _merge_ends(left: _DenseTable, plans: Sequence[_Plan], out: np.ndarray):
     # with the rows i that step; i* = lo < A: f does not rise after i*,
     # a'(i*) <= b'(B_t - 1); and the corner i* = A = lo = hi.
     steps = plan.steps.nonzero()[0]
-    suffix_min = left.rise_suffix_min[:, plan.column]
     for m, t0, t1 in r_values.end_groups:
-      stop = min(rows - m, int(suffix_min.searchsorted(
-          right.largest_rise[m - 1], side='right')))
+      stop = min(rows - m, int(left.rows_rising_at_most(
+          plan.column, right.largest_rise[m - 1])))
       i = steps[:steps.searchsorted(stop)]
       if at_last and last < rows - m:
         i = np.append(i, last)
@@ -541,10 +562,8 @@ def _merge_descents(left: _DenseTable, plans: Sequence[_Plan],
     stops = np.empty_like(anchors)
     bounds = np.searchsorted(plan_of, np.arange(len(plans) + 1))
     for right, lo, hi in zip(rights, bounds[:-1], bounds[1:]):
-      firsts[lo:hi] = 1 + right.largest_rise_prefix_max.searchsorted(
-          rises_at[lo:hi])
-      stops[lo:hi] = right.least_rise_suffix_min.searchsorted(
-          rises_before[lo:hi])
+      firsts[lo:hi] = right.first_count_rising_to(rises_at[lo:hi])
+      stops[lo:hi] = right.counts_rising_below(rises_before[lo:hi])
     partner, starts = _concatenate_padded(best)
     pair, counts = _useful_pairs(
         anchors, firsts, np.minimum(stops, rows - anchors),
@@ -558,10 +577,10 @@ def _merge_descents(left: _DenseTable, plans: Sequence[_Plan],
     if anchors.size:
       parts.append((
           np.full(anchors.size, index), anchors,
-          1 + left.rise_prefix_max[:, plan.column].searchsorted(
-              right.least_rise[anchors], side='right'),
-          left.rise_suffix_min[:, plan.column].searchsorted(
-              right.largest_rise[anchors - 1], side='right'),
+          left.first_row_rising_above(plan.column,
+                                      right.least_rise[anchors]),
+          left.rows_rising_at_most(plan.column,
+                                   right.largest_rise[anchors - 1]),
           best[index][anchors]))
   if parts:
     plan_of, anchors, firsts, stops, values = map(np.concatenate, zip(*parts))
