@@ -248,8 +248,48 @@ class MergeDenseTest(parameterized.TestCase):
     np.testing.assert_array_equal(seen[np.array([2, 1])],
                                   [[inf, inf, inf, 9, 9], [inf, 3, 3, 5, 5]])
     np.testing.assert_array_equal(seen.last_column(2), [0, 5])
-    # Columns whose last finite count is B: 1 at offsets 2 and 3, 2 after.
-    self.assertEqual(seen.end_groups, [(1, 1, 3), (2, 3, 5)])
+    # Columns whose last finite count is B: 1 at offsets 2 and 3, 2 after;
+    # the largest rise at B - 1 over all columns: 5 (0 -> 1), 4 (1 -> 2).
+    self.assertEqual(seen.end_groups, [(1, 1, 3, 5), (2, 3, 5, 4)])
+    np.testing.assert_array_equal(seen.row_span(2, 1, 4), [inf, inf, 9])
+    np.testing.assert_array_equal(seen.row_span(1, 0, 3), [inf, 3, 3])
+
+
+class SearchSortedEachTest(parameterized.TestCase):
+  """`_searchsorted_each` against one searchsorted per array."""
+
+  @parameterized.named_parameters(
+      ('list_left', 'list', 'left', 1),
+      ('list_right', 'list', 'right', 1),
+      ('rows_left', 'rows', 'left', 1),
+      ('rows_right', 'rows', 'right', 1),
+      # Queries so far apart that the shifted keys would overflow.
+      ('one_by_one', 'list', 'right', 2**57),
+  )
+  def test_equals_each_search(self, kind, side, scale):
+    rng = np.random.default_rng([len(kind), len(side), scale % 7])
+    above = tree._NO_RISE_ABOVE  # pylint: disable=protected-access
+    below = tree._NO_RISE_BELOW  # pylint: disable=protected-access
+    for _ in range(30):
+      count = int(rng.integers(1, 8))
+      sizes = ([int(rng.integers(0, 12))] * count if kind == 'rows' else
+               rng.integers(0, 12, count).tolist())
+      arrays = []
+      for size in sizes:
+        x = np.sort(rng.integers(-20, 20, size))
+        # Undefined rises at the ends, as in the tables.
+        x[:int(rng.integers(0, 2 + size // 4))] = below
+        x[size - int(rng.integers(0, 2 + size // 4)):] = above
+        arrays.append(x)
+      owners = rng.integers(0, count, 25)
+      queries = rng.integers(-22, 22, 25) * scale
+      expected = [np.searchsorted(arrays[o], q, side=side)
+                  for o, q in zip(owners, queries)]
+      given = (np.array(arrays, np.int64).reshape(count, sizes[0])
+               if kind == 'rows' else arrays)
+      got = tree._searchsorted_each(  # pylint: disable=protected-access
+          given, owners, queries, side=side)
+      np.testing.assert_array_equal(got, expected)
 
 
 class UsefulPairsTest(parameterized.TestCase):
@@ -300,8 +340,7 @@ class UsefulPairsTest(parameterized.TestCase):
       with mock.patch.object(tree, '_FEW_PAIRS', few_pairs), \
            mock.patch.object(tree, '_BATCH', batch):
         got = tree._useful_pairs(  # pylint: disable=protected-access
-            bases, firsts, stops, anchor_values, offsets, partner,
-            tree._window_minima(floor))  # pylint: disable=protected-access
+            bases, firsts, stops, anchor_values, offsets, partner, floor)
       self.assertEqual(set(zip(got[0].tolist(), got[1].tolist())), expected)
       self.assertLen(got[0], len(expected))   # each pair once
       found += len(expected)

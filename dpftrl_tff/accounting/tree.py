@@ -187,26 +187,41 @@ class _DenseTable:
     self.largest_rise_prefix_max = np.maximum.accumulate(self.largest_rise)
 
   @functools.cached_property
-  def end_groups(self):
+  def descent_rows(self) -> np.ndarray:
+    """Rows m, least_rise[m], largest_rise[m - 1] and W[m, last column]
+    of the counts m at which some column descends."""
+    m = self.count_descents
+    return np.stack([m, self.least_rise[m], self.largest_rise[m - 1],
+                     self.values[m, -1]])
+
+  @functools.cached_property
+  def end_group_bounds(self):
     return _end_groups(self.lasts)
 
-  # The two halves of condition (1) of `_merge_dense` as ranges of partners,
-  # this table on the right (counts m, over all columns) or on the left
-  # (rows i of one column).
+  @functools.cached_property
+  def end_groups(self) -> List[Tuple[int, int, int, int]]:
+    """(B, t0, t1, b): columns t0 <= t < t1 whose last finite count is
+    B >= 1, and the largest rise b at B - 1 over all columns."""
+    lasts, starts, stops = self.end_group_bounds
+    rises = self.largest_rise[np.array(lasts, np.int64) - 1].tolist()
+    return list(zip(lasts, starts.tolist(), stops.tolist(), rises))
 
-  def first_count_rising_to(self, rises: np.ndarray) -> np.ndarray:
-    """The least m with b'(m - 1) >= rise possible, for each rise."""
-    return 1 + self.largest_rise_prefix_max.searchsorted(rises)
+  @functools.cached_property
+  def empty_is_zero(self) -> bool:
+    """Whether W[0, j] = 0 in every column (an empty subtree)."""
+    return not self.values[0].any()
+
+  # Halves of condition (1) of `_merge_dense` as ranges of partners, this
+  # table on the right (counts m, over all columns) or on the left (rows i
+  # of one column). `_merge_descents` searches the same arrays for every
+  # plan at once: the least m with b'(m - 1) >= rise possible is
+  # 1 + searchsorted(largest_rise_prefix_max, rise), the least i with
+  # a'(i - 1) > rise possible 1 + searchsorted(rise_prefix_max[:, column],
+  # rise, side='right').
 
   def counts_rising_below(self, rises: np.ndarray) -> np.ndarray:
     """The m with b'(m) < rise possible lie below this, for each rise."""
     return self.least_rise_suffix_min.searchsorted(rises)
-
-  def first_row_rising_above(self, column: int,
-                             rises: np.ndarray) -> np.ndarray:
-    """The least i with a'(i - 1) > rise possible, for each rise."""
-    return 1 + self.rise_prefix_max[:, column].searchsorted(rises,
-                                                            side='right')
 
   def rows_rising_at_most(self, column: int, rises: np.ndarray) -> np.ndarray:
     """The i with a'(i) <= rise possible lie below this, for each rise."""
@@ -239,28 +254,39 @@ class _Expanded:
   def __init__(self, table: _DenseTable, exits: np.ndarray):
     self.table = table
     self.count = table.values.shape[0]
+    self.column = None
     if table.exits.size == exits.size:
-      self.column = self.missing = None
       self.end_groups = table.end_groups
+      self.empty_is_zero = table.empty_is_zero
       return
     column = table.exits.searchsorted(exits, side='right') - 1
     self.column = column
-    self.missing = column < 0
+    # The offsets before the table's first exit come first: infeasible.
+    self.missing = int(column.searchsorted(0))
+    self.empty_is_zero = table.empty_is_zero and not self.missing
     # A group of table columns [c0, c1) covers the offsets whose column is
     # in it, a range since `column` is nondecreasing.
-    groups = table.end_groups
-    starts = column.searchsorted([c0 for _, c0, _ in groups]).tolist()
-    stops = column.searchsorted([c1 for _, _, c1 in groups]).tolist()
-    self.end_groups = [(last, t0, t1) for (last, _, _), t0, t1
-                       in zip(groups, starts, stops) if t0 < t1]
+    _, starts, stops = table.end_group_bounds
+    self.end_groups = [
+        (last, t0, t1, rise) for (last, _, _, rise), t0, t1 in zip(
+            table.end_groups, column.searchsorted(starts).tolist(),
+            column.searchsorted(stops).tolist()) if t0 < t1]
 
   def __getitem__(self, rows) -> np.ndarray:
     """Rows `rows` (an index, a slice or an index array) at `exits`."""
     values = self.table.values[rows]
     if self.column is None:
       return values
-    values = values[..., self.column]
-    values[..., self.missing] = _INFEASIBLE
+    values = values.take(self.column, axis=-1)
+    values[..., :self.missing] = _INFEASIBLE
+    return values
+
+  def row_span(self, row: int, start: int, stop: int) -> np.ndarray:
+    """Row `row` at the exits `start <= t < stop`."""
+    if self.column is None:
+      return self.table.values[row, start:stop]
+    values = self.table.values[row].take(self.column[start:stop])
+    values[:max(0, self.missing - start)] = _INFEASIBLE
     return values
 
   def last_column(self, span: int) -> np.ndarray:
@@ -268,12 +294,15 @@ class _Expanded:
     return self.table.values[:span, -1]
 
 
-def _end_groups(lasts: np.ndarray):
-  """(B, t0, t1): columns t0 <= t < t1 whose last finite count is B >= 1."""
-  starts = np.flatnonzero(np.r_[True, lasts[1:] != lasts[:-1]])
-  stops = np.r_[starts[1:], lasts.size]
-  return [(int(lasts[t0]), int(t0), int(t1)) for t0, t1 in zip(starts, stops)
-          if lasts[t0] >= 1]
+def _end_groups(lasts: np.ndarray) -> Tuple[List[int], np.ndarray,
+                                             np.ndarray]:
+  """B, t0, t1: columns t0 <= t < t1 whose last finite count is B >= 1."""
+  changes = np.flatnonzero(lasts[1:] != lasts[:-1]) + 1
+  starts = np.concatenate(([0], changes))
+  stops = np.concatenate((changes, [lasts.size]))
+  group_lasts = lasts[starts]
+  keep = group_lasts >= 1
+  return group_lasts[keep].tolist(), starts[keep], stops[keep]
 
 
 def _segments(anchors: np.ndarray, firsts: np.ndarray,
@@ -343,13 +372,13 @@ def _concatenate_padded(arrays: Sequence[np.ndarray]
 
 def _useful_pairs(bases: np.ndarray, firsts: np.ndarray, stops: np.ndarray,
                   anchor_values: np.ndarray, offsets: np.ndarray,
-                  partner: np.ndarray, floor_minima: Dict[int, np.ndarray]
+                  partner: np.ndarray, floor: np.ndarray
                   ) -> Tuple[np.ndarray, np.ndarray]:
   """Pairs of segments q and k in [firsts[q], stops[q]) that beat a floor.
 
   Returns exactly the (q, k) with
   anchor_values[q] + partner[offsets[q] + k] > floor[bases[q] + k]
-  (floor = floor_minima[1]; offsets are multiples of _CHUNKS[0]), found
+  (offsets are multiples of _CHUNKS[0]), found
   without listing every pair when there are many: the ranges of k are cut
   into aligned chunks of width K (64, 16, 4, then 1) and a chunk is dropped,
   with every pair in it, when the anchor value plus the largest partner value
@@ -364,7 +393,9 @@ def _useful_pairs(bases: np.ndarray, firsts: np.ndarray, stops: np.ndarray,
     return seg[passed], k[passed]
 
   if np.maximum(stops - firsts, 0).sum() <= _FEW_PAIRS:
+    floor_minima = {1: floor}
     return beating(*_segments(np.arange(bases.size), firsts, stops))
+  floor_minima = _window_minima(floor)
   partner_maxima = _block_maxima(partner)
   partner_chunks = {width: offsets // width for width in _CHUNKS}
   nonempty = np.flatnonzero(stops > firsts)
@@ -397,6 +428,18 @@ def _useful_pairs(bases: np.ndarray, firsts: np.ndarray, stops: np.ndarray,
     found_seg.append(seg)
     found_k.append(chunk)
   return np.concatenate(found_seg), np.concatenate(found_k)
+
+
+class _Batch(NamedTuple):
+  """The plans of one merge and what their passes share."""
+  plans: List['_Plan']
+  columns: np.ndarray      # plan.column of every plan
+  rights: List[_DenseTable]
+  steps: np.ndarray        # plan.steps of every plan, one per row
+  # The rights' values at their last column (the best over t), then the
+  # stepping values of the left's columns, padded (`_concatenate_padded`).
+  partner: np.ndarray
+  starts: np.ndarray
 
 
 class _Plan(NamedTuple):
@@ -444,32 +487,43 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
   A table whose columns are not finite on a prefix of counts (never the case
   for exact tables) is merged over every pair.
   """
-  columns = []
-  previous = np.full(left.values.shape[0], _INFEASIBLE, np.int64)
-  for column, s_mid in enumerate(left.exits.tolist()):
-    a = left.values[:, column]
-    steps = a > previous
-    previous = a
-    if steps.any():
-      columns.append((column, a, steps, right_for(s_mid)))
+  by_column = left.values.T
+  steps_at = np.empty(by_column.shape, bool)   # steps_at[column, i]
+  steps_at[0] = by_column[0] > _INFEASIBLE
+  np.greater(by_column[1:], by_column[:-1], out=steps_at[1:])
+  stepped_at = np.where(steps_at, by_column, _INFEASIBLE)
+  exits_at = left.exits.tolist()
+  columns = [(column, right_for(exits_at[column]))
+             for column in steps_at.any(axis=1).nonzero()[0].tolist()]
   rows = min(cap, left.values.shape[0] - 1 +
-             max(right.values.shape[0] for *_, right in columns) - 1) + 1
-  exits = np.unique(np.concatenate([right.exits for *_, right in columns]))
+             max(right.values.shape[0] for _, right in columns) - 1) + 1
+  widest = max((right.exits for _, right in columns), key=len)
+  if widest.size == 1 + max(right.exits[-1] for _, right in columns):
+    exits = widest   # every offset up to the largest
+  else:
+    exits = np.unique(np.concatenate([right.exits for _, right in columns]))
   out = np.full((rows, exits.size), _INFEASIBLE, np.int64)
   plans = []
-  for column, a, steps, right in columns:
+  for column, right in columns:
     r_values = _Expanded(right, exits)
+    a, steps = left.values[:, column], steps_at[column]
     if left.prefix_closed and right.prefix_closed:
-      plans.append(_Plan(column, a, steps, np.where(steps, a, _INFEASIBLE),
-                         right, r_values))
+      plans.append(_Plan(column, a, steps, stepped_at[column], right,
+                         r_values))
       continue
     for i in np.flatnonzero(steps[:rows]):   # every pair
       span = min(r_values.count, rows - i)
       np.maximum(out[i:i + span], a[i] + r_values[:span],
                  out=out[i:i + span])
   if plans:
-    _merge_ends(left, plans, out)
-    _merge_descents(left, plans, out)
+    rights = [plan.right for plan in plans]
+    batch = _Batch(
+        plans, np.array([plan.column for plan in plans]), rights,
+        np.stack([plan.steps for plan in plans]),
+        *_concatenate_padded([right.values[:, -1] for right in rights] +
+                             [plan.stepped for plan in plans]))
+    _merge_ends(left, batch, out)
+    _merge_descents(left, batch, out)
   out[out < 0] = _INFEASIBLE
   if is_node:
     counts = np.arange(out.shape[0], dtype=np.int64)[:, None]
@@ -477,7 +531,7 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
   return _compact(out, exits)
 
 
-def _merge_ends(left: _DenseTable, plans: Sequence[_Plan], out: np.ndarray):
+def _merge_ends(left: _DenseTable, batch: '_Batch', out: np.ndarray):
   """The ends of `_merge_dense` (i in {0, A}, m in {0, B_t}), into `out`.
 
   First i = 0 and m = 0 over their whole range (when R_s[0, t] = 0, an empty
@@ -488,13 +542,14 @@ def _merge_ends(left: _DenseTable, plans: Sequence[_Plan], out: np.ndarray):
   every rise of a exceeds b'(B_t - 1) (the largest rise over R's columns
   stands for it), plus the corner i = A. Leaves out nondecreasing along t.
   """
+  plans = batch.plans
   rows = out.shape[0]
   for plan in plans:
     if plan.steps[0]:
       span = min(plan.r_values.count, rows)
       np.maximum(out[:span], plan.values[0] + plan.r_values[:span],
                  out=out[:span])
-  if not any(plan.r_values[0].any() for plan in plans):
+  if all(plan.r_values.empty_is_zero for plan in plans):
     best = np.maximum.reduce([plan.stepped for plan in plans])
     span = min(rows, best.shape[0])
     np.maximum(out[:span], best[:span, None], out=out[:span])
@@ -523,20 +578,23 @@ def _merge_ends(left: _DenseTable, plans: Sequence[_Plan], out: np.ndarray):
     # with the rows i that step; i* = lo < A: f does not rise after i*,
     # a'(i*) <= b'(B_t - 1); and the corner i* = A = lo = hi.
     steps = plan.steps.nonzero()[0]
-    for m, t0, t1 in r_values.end_groups:
-      stop = min(rows - m, int(left.rows_rising_at_most(
-          plan.column, right.largest_rise[m - 1])))
-      i = steps[:steps.searchsorted(stop)]
+    # With A = steps[-1] moved first, A and steps[:k] are a prefix.
+    with_corner = (np.concatenate((steps[-1:], steps[:-1])) if at_last
+                   else steps)
+    for m, t0, t1, rise in r_values.end_groups:
+      stop = min(rows - m, int(left.rows_rising_at_most(plan.column, rise)))
+      below = int(steps.searchsorted(stop))
       if at_last and last < rows - m:
-        i = np.append(i, last)
+        i = with_corner[:below + 1]
+      else:
+        i = steps[:below]
       if i.size:
-        out[m + i, t0:t1] = np.maximum(out[m + i, t0:t1],
-                                       a[i, None] + r_values[m][t0:t1])
+        out[m + i, t0:t1] = np.maximum(
+            out[m + i, t0:t1], a[i, None] + r_values.row_span(m, t0, t1))
   np.maximum.accumulate(out, axis=1, out=out)
 
 
-def _merge_descents(left: _DenseTable, plans: Sequence[_Plan],
-                    out: np.ndarray):
+def _merge_descents(left: _DenseTable, batch: '_Batch', out: np.ndarray):
   """The descents of `_merge_dense`, every column at once, into `out`.
 
   Descents i of the left table (where it steps) with the partners m in the
@@ -544,61 +602,85 @@ def _merge_descents(left: _DenseTable, plans: Sequence[_Plan],
   partners i in the left table; of those, only the pairs `_useful_pairs`
   finds above the floor out[:, 0] (out is nondecreasing along t).
   """
+  plans, columns, rights = batch.plans, batch.columns, batch.rights
+  partner, starts = batch.partner, batch.starts
   rows = out.shape[0]
-  floor = _window_minima(out[:, 0].copy())
-  columns = np.array([plan.column for plan in plans])
-  rights = [plan.right for plan in plans]
-  best = [right.values[:, -1] for right in rights]
-  found = []   # (plan, i, m) of the pairs to merge
-  # Descents i of the left table.
-  plan_of, anchors = np.nonzero(
-      left.descents[:rows, columns].T &
-      np.stack([plan.steps[:rows] for plan in plans]))
-  if anchors.size:
-    left_columns = columns[plan_of]
-    rises_at = left.rises[anchors, left_columns]
-    rises_before = left.rises[anchors - 1, left_columns]
-    firsts = np.empty_like(anchors)
-    stops = np.empty_like(anchors)
-    bounds = np.searchsorted(plan_of, np.arange(len(plans) + 1))
-    for right, lo, hi in zip(rights, bounds[:-1], bounds[1:]):
-      firsts[lo:hi] = right.first_count_rising_to(rises_at[lo:hi])
-      stops[lo:hi] = right.counts_rising_below(rises_before[lo:hi])
-    partner, starts = _concatenate_padded(best)
-    pair, counts = _useful_pairs(
-        anchors, firsts, np.minimum(stops, rows - anchors),
-        left.values[anchors, left_columns], starts[plan_of], partner, floor)
-    found.append((plan_of[pair], anchors[pair], counts))
-  # Descents m of the right tables. (An end of one column may be a descent
-  # of another: none is skipped.)
-  parts = []
-  for index, (plan, right) in enumerate(zip(plans, rights)):
-    anchors = right.count_descents[right.count_descents < rows]
-    if anchors.size:
-      parts.append((
-          np.full(anchors.size, index), anchors,
-          left.first_row_rising_above(plan.column,
-                                      right.least_rise[anchors]),
-          left.rows_rising_at_most(plan.column,
-                                   right.largest_rise[anchors - 1]),
-          best[index][anchors]))
-  if parts:
-    plan_of, anchors, firsts, stops, values = map(np.concatenate, zip(*parts))
-    partner, starts = _concatenate_padded([plan.stepped for plan in plans])
-    pair, partners = _useful_pairs(
-        anchors, firsts, np.minimum(stops, rows - anchors), values,
-        starts[plan_of], partner, floor)
-    found.append((plan_of[pair], partners, anchors[pair]))
-  if not found:
-    return
-  plan_of, rows_i, counts_m = map(np.concatenate, zip(*found))
+  count = len(plans)
+  # Descents i of the left table, partners m in R with
+  # b'(m - 1) >= a'(i) possible and b'(m) < a'(i - 1) possible.
+  left_of, left_i = np.nonzero(left.descents.T[columns] & batch.steps)
+  left_columns = columns[left_of]
+  left_firsts = 1 + _searchsorted_each(
+      [right.largest_rise_prefix_max for right in rights], left_of,
+      left.rises[left_i, left_columns])
+  left_stops = _searchsorted_each(   # `counts_rising_below`
+      [right.least_rise_suffix_min for right in rights], left_of,
+      left.rises[left_i - 1, left_columns])
+  # Descents m of the right tables, partners i in the left with
+  # a'(i - 1) > b'(m) and a'(i) <= b'(m - 1) possible. (An end of one
+  # column may be a descent of another: none is skipped.)
+  right_m, least, largest, best = np.concatenate(
+      [right.descent_rows for right in rights], axis=1)
+  right_of = np.repeat(np.arange(count),
+                       [right.descent_rows.shape[1] for right in rights])
+  right_firsts = 1 + _searchsorted_each(
+      left.rise_prefix_max.T[columns], right_of, least, side='right')
+  right_stops = _searchsorted_each(   # `rows_rising_at_most`
+      left.rise_suffix_min.T[columns], right_of, largest, side='right')
+  anchors = np.concatenate([left_i, right_m])
+  plan_of = np.concatenate([left_of, right_of])
+  pair, partners = _useful_pairs(
+      anchors, np.concatenate([left_firsts, right_firsts]),
+      np.minimum(np.concatenate([left_stops, right_stops]), rows - anchors),
+      np.concatenate([left.values[left_i, left_columns], best]),
+      starts[np.concatenate([left_of, count + right_of])], partner,
+      out[:, 0].copy())
+  from_left = pair < left_i.size
+  plan_of, anchors = plan_of[pair], anchors[pair]
+  rows_i = np.where(from_left, anchors, partners)
+  counts_m = np.where(from_left, partners, anchors)
   order = np.argsort(plan_of, kind='stable')
   plan_of, rows_i, counts_m = plan_of[order], rows_i[order], counts_m[order]
-  bounds = np.searchsorted(plan_of, np.arange(len(plans) + 1))
+  bounds = np.searchsorted(plan_of, np.arange(count + 1)).tolist()
   for plan, lo, hi in zip(plans, bounds[:-1], bounds[1:]):
     if lo < hi:
       i, m = rows_i[lo:hi], counts_m[lo:hi]
       np.maximum.at(out, i + m, plan.values[i][:, None] + plan.r_values[m])
+
+
+def _searchsorted_each(arrays, owners: np.ndarray, queries: np.ndarray,
+                       side: str = 'left') -> np.ndarray:
+  """searchsorted(arrays[owners[k]], queries[k], side) for every k at once.
+
+  `arrays` are nondecreasing int64 arrays: a list, or the rows of a 2-D
+  array. They are clipped to [lo, hi] = [min(queries) - 1, max(queries) + 1]
+  (which changes no comparison with a query) and array o shifted by
+  o * (hi - lo + 1), so that their concatenation is sorted and one search
+  answers every query.
+  """
+  if not queries.size:
+    return np.zeros(0, np.int64)
+  lo = int(queries.min()) - 1
+  stride = int(queries.max()) + 2 - lo
+  if isinstance(arrays, np.ndarray):
+    sizes = np.full(arrays.shape[0], arrays.shape[1])
+  else:
+    sizes = np.array([x.size for x in arrays])
+  starts = np.cumsum(sizes) - sizes
+  if stride * sizes.size >= 2**62:   # keys would overflow: one by one
+    flat = np.concatenate(list(arrays))
+    return np.array([np.searchsorted(flat[b:b + n], q, side=side)
+                     for b, n, q in zip(starts[owners], sizes[owners],
+                                        queries.tolist())], np.int64)
+  shifts = np.arange(sizes.size) * stride - lo
+  if isinstance(arrays, np.ndarray):
+    keys = np.clip(arrays, lo, lo + stride - 1)
+    keys += shifts[:, None]
+  else:
+    keys = np.clip(np.concatenate(arrays), lo, lo + stride - 1)
+    keys += np.repeat(shifts, sizes)
+  return (keys.ravel().searchsorted(queries + shifts[owners], side=side) -
+          starts[owners])
 
 
 class _BlockTree:
