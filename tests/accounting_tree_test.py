@@ -340,7 +340,8 @@ class UsefulPairsTest(parameterized.TestCase):
       with mock.patch.object(tree, '_FEW_PAIRS', few_pairs), \
            mock.patch.object(tree, '_BATCH', batch):
         got = tree._useful_pairs(  # pylint: disable=protected-access
-            bases, firsts, stops, anchor_values, offsets, partner, floor)
+            bases, firsts, stops, anchor_values, offsets, partner, floor,
+            {})
       self.assertEqual(set(zip(got[0].tolist(), got[1].tolist())), expected)
       self.assertLen(got[0], len(expected))   # each pair once
       found += len(expected)

@@ -372,13 +372,15 @@ def _concatenate_padded(arrays: Sequence[np.ndarray]
 
 def _useful_pairs(bases: np.ndarray, firsts: np.ndarray, stops: np.ndarray,
                   anchor_values: np.ndarray, offsets: np.ndarray,
-                  partner: np.ndarray, floor: np.ndarray
+                  partner: np.ndarray, floor: np.ndarray,
+                  floor_minima: Dict[int, np.ndarray]
                   ) -> Tuple[np.ndarray, np.ndarray]:
   """Pairs of segments q and k in [firsts[q], stops[q]) that beat a floor.
 
   Returns exactly the (q, k) with
   anchor_values[q] + partner[offsets[q] + k] > floor[bases[q] + k]
-  (offsets are multiples of _CHUNKS[0]), found
+  (offsets are multiples of _CHUNKS[0]; `floor_minima` caches
+  `_window_minima(floor)`, filled on first need), found
   without listing every pair when there are many: the ranges of k are cut
   into aligned chunks of width K (64, 16, 4, then 1) and a chunk is dropped,
   with every pair in it, when the anchor value plus the largest partner value
@@ -389,13 +391,13 @@ def _useful_pairs(bases: np.ndarray, firsts: np.ndarray, stops: np.ndarray,
 
   def beating(seg, k):
     passed = (anchor_values[seg] + partner[offsets[seg] + k] >
-              floor_minima[1][bases[seg] + k])
+              floor[bases[seg] + k])
     return seg[passed], k[passed]
 
   if np.maximum(stops - firsts, 0).sum() <= _FEW_PAIRS:
-    floor_minima = {1: floor}
     return beating(*_segments(np.arange(bases.size), firsts, stops))
-  floor_minima = _window_minima(floor)
+  if not floor_minima:
+    floor_minima.update(_window_minima(floor))
   partner_maxima = _block_maxima(partner)
   partner_chunks = {width: offsets // width for width in _CHUNKS}
   nonempty = np.flatnonzero(stops > firsts)
@@ -524,10 +526,11 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
                              [plan.stepped for plan in plans]))
     _merge_ends(left, batch, out)
     _merge_descents(left, batch, out)
-  out[out < 0] = _INFEASIBLE
+  infeasible = out < 0
   if is_node:
     counts = np.arange(out.shape[0], dtype=np.int64)[:, None]
-    out = np.where(out >= 0, out + counts * counts, _INFEASIBLE)
+    out += counts * counts
+  out[infeasible] = _INFEASIBLE
   return _compact(out, exits)
 
 
@@ -627,18 +630,21 @@ def _merge_descents(left: _DenseTable, batch: '_Batch', out: np.ndarray):
       left.rise_prefix_max.T[columns], right_of, least, side='right')
   right_stops = _searchsorted_each(   # `rows_rising_at_most`
       left.rise_suffix_min.T[columns], right_of, largest, side='right')
-  anchors = np.concatenate([left_i, right_m])
-  plan_of = np.concatenate([left_of, right_of])
-  pair, partners = _useful_pairs(
-      anchors, np.concatenate([left_firsts, right_firsts]),
-      np.minimum(np.concatenate([left_stops, right_stops]), rows - anchors),
-      np.concatenate([left.values[left_i, left_columns], best]),
-      starts[np.concatenate([left_of, count + right_of])], partner,
-      out[:, 0].copy())
-  from_left = pair < left_i.size
-  plan_of, anchors = plan_of[pair], anchors[pair]
-  rows_i = np.where(from_left, anchors, partners)
-  counts_m = np.where(from_left, partners, anchors)
+  # The pairs above the floor, each kind with its own partners (the
+  # rights' last columns, then the left's stepping values).
+  floor, floor_minima = out[:, 0].copy(), {}
+  split = starts[count]
+  left_pair, left_m = _useful_pairs(
+      left_i, left_firsts, np.minimum(left_stops, rows - left_i),
+      left.values[left_i, left_columns], starts[left_of], partner[:split],
+      floor, floor_minima)
+  right_pair, right_i = _useful_pairs(
+      right_m, right_firsts, np.minimum(right_stops, rows - right_m), best,
+      starts[count + right_of] - split, partner[split:], floor,
+      floor_minima)
+  plan_of = np.concatenate([left_of[left_pair], right_of[right_pair]])
+  rows_i = np.concatenate([left_i[left_pair], right_i])
+  counts_m = np.concatenate([left_m, right_m[right_pair]])
   order = np.argsort(plan_of, kind='stable')
   plan_of, rows_i, counts_m = plan_of[order], rows_i[order], counts_m[order]
   bounds = np.searchsorted(plan_of, np.arange(count + 1)).tolist()
