@@ -89,13 +89,15 @@ class BruteForceTest(parameterized.TestCase):
   def test_dense_program_equals_brute_force(self):
     # The dense program (normally for MaxP > 64), its tables compacted
     # (normally above 64 offsets) and its pairs pruned in chunks and batches
-    # (normally above 4096 pairs), on trees small enough to enumerate, with
-    # and without restarts.
+    # (normally above 4096 pairs), never pair by pair (normally for small
+    # tables), on trees small enough to enumerate, with and without
+    # restarts.
     rng = random.Random(13)
     with mock.patch.object(tree, '_DENSE_MIN_CAP', 0), \
          mock.patch.object(tree, '_COMPACT_MIN_COLUMNS', 0), \
          mock.patch.object(tree, '_FEW_PAIRS', 0), \
-         mock.patch.object(tree, '_BATCH', 2):
+         mock.patch.object(tree, '_BATCH', 2), \
+         mock.patch.object(tree, '_EVERY_PAIR_WORK', 0):
       tree._block_tree.cache_clear()  # pylint: disable=protected-access
       try:
         for rounds, min_sep, max_p in itertools.product(
@@ -225,7 +227,9 @@ class MergeDenseTest(parameterized.TestCase):
       is_node = rng.random() < 0.5
       with mock.patch.object(tree, '_COMPACT_MIN_COLUMNS',
                              0 if kind == 'compact' else 10**9), \
-           mock.patch.object(tree, '_FEW_PAIRS', rng.choice([0, 10**9])):
+           mock.patch.object(tree, '_FEW_PAIRS', rng.choice([0, 10**9])), \
+           mock.patch.object(tree, '_EVERY_PAIR_WORK',
+                             rng.choice([0, 0, 0, 10**9])):
         tables = [tree._compact(t, np.arange(gap))  # pylint: disable=protected-access
                   for t in [left] + rights]
         dropped += gap * len(tables) - sum(t.exits.size for t in tables)

@@ -137,6 +137,11 @@ _CHUNKS = (64, 16, 4, 1)  # chunk widths of `_useful_pairs`, coarse to fine
 _FEW_PAIRS = 4096  # fewer pairs are tested one by one
 _BATCH = 1 << 14  # chunks of the widest width tested at once
 _COMPACT_MIN_COLUMNS = 64
+# A column of the left table whose every pair with its right table costs at
+# most this many element updates is merged pair by pair (small tables); a
+# NumPy call costs about as much as _CALL_WORK element updates.
+_EVERY_PAIR_WORK = 1 << 15
+_CALL_WORK = 1 << 10
 
 
 def _table_to_dense(table: _Table, gap: int) -> np.ndarray:
@@ -506,10 +511,13 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
     exits = np.unique(np.concatenate([right.exits for _, right in columns]))
   out = np.full((rows, exits.size), _INFEASIBLE, np.int64)
   plans = []
+  step_counts = steps_at.sum(axis=1).tolist()
   for column, right in columns:
     r_values = _Expanded(right, exits)
     a, steps = left.values[:, column], steps_at[column]
-    if left.prefix_closed and right.prefix_closed:
+    if (left.prefix_closed and right.prefix_closed and
+        step_counts[column] * (r_values.count * exits.size + _CALL_WORK) >
+        _EVERY_PAIR_WORK):
       plans.append(_Plan(column, a, steps, stepped_at[column], right,
                          r_values))
       continue
