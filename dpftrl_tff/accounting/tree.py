@@ -54,7 +54,8 @@ pairs of counts that can hold a maximum: the ends of the range and the
 places where the increments of a table fall (its docstring has the proof),
 and of those only the pairs that can beat the values already found. The
 sums of squares are neither convex nor concave in the count, but their
-increments fall rarely, so most pairs are never visited. The dense program
+increments fall rarely, so most pairs are never visited (small tables are
+merged over every pair, which is cheaper there). The dense program
 runs left to right over each tree's largest complete nodes (the binary
 digits of its block count), so it needs tables at every entry offset only
 for complete nodes.
@@ -491,8 +492,10 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
     a(i) + R_s[m, t_max] > out[i + m, 0] once out is nondecreasing along t
     (cumulative): both passes skip the pairs that cannot.
 
-  A table whose columns are not finite on a prefix of counts (never the case
-  for exact tables) is merged over every pair.
+  A left column whose pairs are few (`_EVERY_PAIR_WORK`: the small tables
+  of the lower levels, where the bounds cost more than they save) is merged
+  over every pair, as is a table whose columns are not finite on a prefix of
+  counts (never the case for exact tables).
   """
   by_column = left.values.T
   steps_at = np.empty(by_column.shape, bool)   # steps_at[column, i]
@@ -674,6 +677,8 @@ def _searchsorted_each(arrays, owners: np.ndarray, queries: np.ndarray,
   """
   if not queries.size:
     return np.zeros(0, np.int64)
+  if len(arrays) == 1:
+    return np.searchsorted(arrays[0], queries, side=side)
   lo = int(queries.min()) - 1
   stride = int(queries.max()) + 2 - lo
   if isinstance(arrays, np.ndarray):
