@@ -201,7 +201,8 @@ class _DenseTable:
                      self.values[m, -1]])
 
   @functools.cached_property
-  def end_group_bounds(self):
+  def end_group_bounds(self) -> Tuple[List[int], np.ndarray, np.ndarray]:
+    """`_end_groups` of this table's columns."""
     return _end_groups(self.lasts)
 
   @functools.cached_property
