@@ -169,28 +169,68 @@ class _DenseTable:
     self.exits = (np.arange(values.shape[1]) if exits is None
                   else np.asarray(exits, np.int64))
     finite = values >= 0
+    self.finite = finite
     self.lasts = finite.sum(axis=0) - 1
     # Exact tables are finite on a prefix of counts in every column (removing
     # the last participation keeps a pattern feasible and its exit no later).
     self.prefix_closed = bool(np.all(finite[1:] <= finite[:-1]))
-    defined = finite[1:]
-    rises = np.diff(values, axis=0)      # rises[k] = W[k+1] - W[k]
-    self.rises = rises
-    descents = np.zeros_like(finite)     # rises[k] < rises[k - 1]
-    descents[1:-1] = (rises[1:] < rises[:-1]) & defined[1:]
-    self.descents = descents
-    self.count_descents = np.flatnonzero(descents.any(axis=1))
-    high = np.where(defined, rises, _NO_RISE_ABOVE)
-    low = np.where(defined, rises, _NO_RISE_BELOW)
-    # Per column: running maximum and suffix minimum of the rises.
-    self.rise_prefix_max = np.maximum.accumulate(low, axis=0)
-    self.rise_suffix_min = np.minimum.accumulate(high[::-1], axis=0)[::-1]
-    # Over all columns: the least and the largest rise at each count.
-    self.least_rise = high.min(axis=1)
-    self.largest_rise = low.max(axis=1)
-    self.least_rise_suffix_min = np.minimum.accumulate(
-        self.least_rise[::-1])[::-1]
-    self.largest_rise_prefix_max = np.maximum.accumulate(self.largest_rise)
+
+  # What the bounds of `_merge_dense` use, computed on first use (tables
+  # merged pair by pair never need them).
+
+  @functools.cached_property
+  def rises(self) -> np.ndarray:
+    """rises[k] = W[k + 1] - W[k]."""
+    return np.diff(self.values, axis=0)
+
+  @functools.cached_property
+  def descents(self) -> np.ndarray:
+    """Where rises[k] < rises[k - 1], both defined."""
+    rises = self.rises
+    descents = np.zeros_like(self.finite)
+    descents[1:-1] = (rises[1:] < rises[:-1]) & self.finite[2:]
+    return descents
+
+  @functools.cached_property
+  def count_descents(self) -> np.ndarray:
+    return np.flatnonzero(self.descents.any(axis=1))
+
+  @functools.cached_property
+  def _rise_ranges(self) -> Tuple[np.ndarray, ...]:
+    defined = self.finite[1:]
+    high = np.where(defined, self.rises, _NO_RISE_ABOVE)
+    low = np.where(defined, self.rises, _NO_RISE_BELOW)
+    return (np.maximum.accumulate(low, axis=0),
+            np.minimum.accumulate(high[::-1], axis=0)[::-1],
+            high.min(axis=1), low.max(axis=1))
+
+  @property
+  def rise_prefix_max(self) -> np.ndarray:
+    """Per column, the running maximum of the defined rises."""
+    return self._rise_ranges[0]
+
+  @property
+  def rise_suffix_min(self) -> np.ndarray:
+    """Per column, the suffix minimum of the defined rises."""
+    return self._rise_ranges[1]
+
+  @property
+  def least_rise(self) -> np.ndarray:
+    """Over all columns, the least defined rise at each count."""
+    return self._rise_ranges[2]
+
+  @property
+  def largest_rise(self) -> np.ndarray:
+    """Over all columns, the largest defined rise at each count."""
+    return self._rise_ranges[3]
+
+  @functools.cached_property
+  def least_rise_suffix_min(self) -> np.ndarray:
+    return np.minimum.accumulate(self.least_rise[::-1])[::-1]
+
+  @functools.cached_property
+  def largest_rise_prefix_max(self) -> np.ndarray:
+    return np.maximum.accumulate(self.largest_rise)
 
   @functools.cached_property
   def descent_rows(self) -> np.ndarray:
@@ -262,22 +302,28 @@ class _Expanded:
     self.table = table
     self.count = table.values.shape[0]
     self.column = None
-    if table.exits.size == exits.size:
-      self.end_groups = table.end_groups
-      self.empty_is_zero = table.empty_is_zero
-      return
-    column = table.exits.searchsorted(exits, side='right') - 1
-    self.column = column
-    # The offsets before the table's first exit come first: infeasible.
-    self.missing = int(column.searchsorted(0))
-    self.empty_is_zero = table.empty_is_zero and not self.missing
+    self.missing = 0
+    if table.exits.size != exits.size:
+      column = table.exits.searchsorted(exits, side='right') - 1
+      self.column = column
+      # The offsets before the table's first exit come first: infeasible.
+      self.missing = int(column.searchsorted(0))
+
+  @property
+  def empty_is_zero(self) -> bool:
+    return self.table.empty_is_zero and not self.missing
+
+  @functools.cached_property
+  def end_groups(self) -> List[Tuple[int, int, int, int]]:
+    """`_DenseTable.end_groups` at the merge's exit offsets."""
+    if self.column is None:
+      return self.table.end_groups
     # A group of table columns [c0, c1) covers the offsets whose column is
     # in it, a range since `column` is nondecreasing.
-    _, starts, stops = table.end_group_bounds
-    self.end_groups = [
-        (last, t0, t1, rise) for (last, _, _, rise), t0, t1 in zip(
-            table.end_groups, column.searchsorted(starts).tolist(),
-            column.searchsorted(stops).tolist()) if t0 < t1]
+    _, starts, stops = self.table.end_group_bounds
+    return [(last, t0, t1, rise) for (last, _, _, rise), t0, t1 in zip(
+        self.table.end_groups, self.column.searchsorted(starts).tolist(),
+        self.column.searchsorted(stops).tolist()) if t0 < t1]
 
   def __getitem__(self, rows) -> np.ndarray:
     """Rows `rows` (an index, a slice or an index array) at `exits`."""
@@ -525,9 +571,10 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
       plans.append(_Plan(column, a, steps, stepped_at[column], right,
                          r_values))
       continue
-    for i in np.flatnonzero(steps[:rows]):   # every pair
-      span = min(r_values.count, rows - i)
-      np.maximum(out[i:i + span], a[i] + r_values[:span],
+    right_rows = r_values[:rows]
+    for i in np.flatnonzero(steps[:rows]).tolist():   # every pair
+      span = min(right_rows.shape[0], rows - i)
+      np.maximum(out[i:i + span], a[i] + right_rows[:span],
                  out=out[i:i + span])
   if plans:
     rights = [plan.right for plan in plans]
