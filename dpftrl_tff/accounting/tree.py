@@ -485,18 +485,6 @@ def _useful_pairs(bases: np.ndarray, firsts: np.ndarray, stops: np.ndarray,
   return np.concatenate(found_seg), np.concatenate(found_k)
 
 
-class _Batch(NamedTuple):
-  """The plans of one merge and what their passes share."""
-  plans: List['_Plan']
-  columns: np.ndarray      # plan.column of every plan
-  rights: List[_DenseTable]
-  steps: np.ndarray        # plan.steps of every plan, one per row
-  # The rights' values at their last column (the best over t), then the
-  # stepping values of the left's columns, padded (`_concatenate_padded`).
-  partner: np.ndarray
-  starts: np.ndarray
-
-
 class _Plan(NamedTuple):
   """A column of the left table at which some row steps up, and its partner."""
   column: int              # the column of the left table
@@ -577,14 +565,8 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
       np.maximum(out[i:i + span], a[i] + right_rows[:span],
                  out=out[i:i + span])
   if plans:
-    rights = [plan.right for plan in plans]
-    batch = _Batch(
-        plans, np.array([plan.column for plan in plans]), rights,
-        np.stack([plan.steps for plan in plans]),
-        *_concatenate_padded([right.values[:, -1] for right in rights] +
-                             [plan.stepped for plan in plans]))
-    _merge_ends(left, batch, out)
-    _merge_descents(left, batch, out)
+    _merge_ends(left, plans, out)
+    _merge_descents(left, plans, out)
   infeasible = out < 0
   if is_node:
     counts = np.arange(out.shape[0], dtype=np.int64)[:, None]
@@ -593,7 +575,7 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
   return _compact(out, exits)
 
 
-def _merge_ends(left: _DenseTable, batch: '_Batch', out: np.ndarray):
+def _merge_ends(left: _DenseTable, plans: Sequence[_Plan], out: np.ndarray):
   """The ends of `_merge_dense` (i in {0, A}, m in {0, B_t}), into `out`.
 
   First i = 0 and m = 0 over their whole range (when R_s[0, t] = 0, an empty
@@ -604,7 +586,6 @@ def _merge_ends(left: _DenseTable, batch: '_Batch', out: np.ndarray):
   every rise of a exceeds b'(B_t - 1) (the largest rise over R's columns
   stands for it), plus the corner i = A. Leaves out nondecreasing along t.
   """
-  plans = batch.plans
   rows = out.shape[0]
   for plan in plans:
     if plan.steps[0]:
@@ -656,7 +637,8 @@ def _merge_ends(left: _DenseTable, batch: '_Batch', out: np.ndarray):
   np.maximum.accumulate(out, axis=1, out=out)
 
 
-def _merge_descents(left: _DenseTable, batch: '_Batch', out: np.ndarray):
+def _merge_descents(left: _DenseTable, plans: Sequence[_Plan],
+                    out: np.ndarray):
   """The descents of `_merge_dense`, every column at once, into `out`.
 
   Descents i of the left table (where it steps) with the partners m in the
@@ -664,13 +646,19 @@ def _merge_descents(left: _DenseTable, batch: '_Batch', out: np.ndarray):
   partners i in the left table; of those, only the pairs `_useful_pairs`
   finds above the floor out[:, 0] (out is nondecreasing along t).
   """
-  plans, columns, rights = batch.plans, batch.columns, batch.rights
-  partner, starts = batch.partner, batch.starts
   rows = out.shape[0]
   count = len(plans)
+  columns = np.array([plan.column for plan in plans])
+  rights = [plan.right for plan in plans]
+  # Partners: the rights' values at their last column (the best over t),
+  # then the stepping values of the left's columns.
+  partner, starts = _concatenate_padded(
+      [right.values[:, -1] for right in rights] +
+      [plan.stepped for plan in plans])
   # Descents i of the left table, partners m in R with
   # b'(m - 1) >= a'(i) possible and b'(m) < a'(i - 1) possible.
-  left_of, left_i = np.nonzero(left.descents.T[columns] & batch.steps)
+  left_of, left_i = np.nonzero(left.descents.T[columns] &
+                               np.stack([plan.steps for plan in plans]))
   left_columns = columns[left_of]
   left_firsts = 1 + _searchsorted_each(
       [right.largest_rise_prefix_max for right in rights], left_of,
