@@ -229,7 +229,10 @@ class MergeDenseTest(parameterized.TestCase):
                              0 if kind == 'compact' else 10**9), \
            mock.patch.object(tree, '_FEW_PAIRS', rng.choice([0, 10**9])), \
            mock.patch.object(tree, '_EVERY_PAIR_WORK',
-                             rng.choice([0, 0, 0, 10**9])):
+                             rng.choice([0, 0, 0, 10**9])), \
+           mock.patch.object(tree, '_GROUP_TEST_WORK',
+                             rng.choice([0, 10**9])), \
+           mock.patch.object(tree, '_FLOOR_GROUPS', rng.choice([1, 2, 8])):
         tables = [tree._compact(t, np.arange(gap))  # pylint: disable=protected-access
                   for t in [left] + rights]
         dropped += gap * len(tables) - sum(t.exits.size for t in tables)
@@ -300,14 +303,18 @@ class UsefulPairsTest(parameterized.TestCase):
   """`_useful_pairs` (chunked pruning) against testing every pair."""
 
   @parameterized.named_parameters(
-      ('pair_by_pair', 10**9, 1 << 14, 'walks'),
-      ('chunks', 0, 1 << 14, 'walks'),
-      ('chunks_in_batches', 0, 3, 'walks'),
+      ('pair_by_pair', 10**9, 1 << 14, 'walks', 0),
+      ('chunks', 0, 1 << 14, 'walks', 0),
+      ('chunks_in_batches', 0, 3, 'walks', 0),
       # Straight lines: values and bounds close to the floor.
-      ('chunks_on_lines', 0, 1 << 14, 'lines'),
+      ('chunks_on_lines', 0, 1 << 14, 'lines', 0),
+      # Tested with a line taken off: the rate of the lines, others.
+      ('chunks_on_lines_less_their_rate', 0, 1 << 14, 'lines', 3),
+      ('chunks_on_lines_less_a_steeper_line', 0, 1 << 14, 'lines', 7),
+      ('chunks_on_walks_less_a_line', 0, 1 << 14, 'walks', 3),
   )
-  def test_equals_every_pair(self, few_pairs, batch, shape):
-    rng = np.random.default_rng([few_pairs % 97, batch, len(shape)])
+  def test_equals_every_pair(self, few_pairs, batch, shape, slope):
+    rng = np.random.default_rng([few_pairs % 97, batch, len(shape), slope])
     chunk = tree._CHUNKS[0]  # pylint: disable=protected-access
     infeasible = tree._INFEASIBLE  # pylint: disable=protected-access
     found = 0
@@ -345,7 +352,7 @@ class UsefulPairsTest(parameterized.TestCase):
            mock.patch.object(tree, '_BATCH', batch):
         got = tree._useful_pairs(  # pylint: disable=protected-access
             bases, firsts, stops, anchor_values, offsets, partner, floor,
-            {})
+            {}, slope)
       self.assertEqual(set(zip(got[0].tolist(), got[1].tolist())), expected)
       self.assertLen(got[0], len(expected))   # each pair once
       found += len(expected)

@@ -143,6 +143,38 @@ _COMPACT_MIN_COLUMNS = 64
 # NumPy call costs about as much as _CALL_WORK element updates.
 _EVERY_PAIR_WORK = 1 << 15
 _CALL_WORK = 1 << 10
+# Pairs of a left column whose update costs more than _GROUP_TEST_WORK
+# element updates are first tested against the floors of _FLOOR_GROUPS
+# groups of exits (`_merge_descents`).
+_FLOOR_GROUPS = 8
+_GROUP_TEST_WORK = _CALL_WORK
+# NumPy reduces along short rows slowly: `_reduce_rows` goes column by
+# column up to _FEW_COLUMNS columns, `_running_max_along_exits` from
+# _TALL_ROWS rows.
+_FEW_COLUMNS = 8
+_TALL_ROWS = 512
+
+
+def _reduce_rows(ufunc, values: np.ndarray) -> np.ndarray:
+  """ufunc.reduce(values, axis=1), column by column when there are few."""
+  if values.shape[1] > _FEW_COLUMNS:
+    return ufunc.reduce(values, axis=1)
+  result = values[:, 0].copy()
+  for column in range(1, values.shape[1]):
+    ufunc(result, values[:, column], out=result)
+  return result
+
+
+def _running_max_along_exits(values: np.ndarray) -> np.ndarray:
+  """np.maximum.accumulate(values, axis=1) in place; column by column for
+  tall tables of few columns, where that is several times faster."""
+  rows, columns = values.shape
+  if rows < _TALL_ROWS or columns > _COMPACT_MIN_COLUMNS:
+    return np.maximum.accumulate(values, axis=1, out=values)
+  for column in range(1, columns):
+    np.maximum(values[:, column], values[:, column - 1],
+               out=values[:, column])
+  return values
 
 
 def _table_to_dense(table: _Table, gap: int) -> np.ndarray:
@@ -193,7 +225,7 @@ class _DenseTable:
 
   @functools.cached_property
   def count_descents(self) -> np.ndarray:
-    return np.flatnonzero(self.descents.any(axis=1))
+    return np.flatnonzero(_reduce_rows(np.logical_or, self.descents))
 
   @functools.cached_property
   def _rise_ranges(self) -> Tuple[np.ndarray, ...]:
@@ -202,7 +234,7 @@ class _DenseTable:
     low = np.where(defined, self.rises, _NO_RISE_BELOW)
     return (np.maximum.accumulate(low, axis=0),
             np.minimum.accumulate(high[::-1], axis=0)[::-1],
-            high.min(axis=1), low.max(axis=1))
+            _reduce_rows(np.minimum, high), _reduce_rows(np.maximum, low))
 
   @property
   def rise_prefix_max(self) -> np.ndarray:
@@ -342,6 +374,14 @@ class _Expanded:
     values[:max(0, self.missing - start)] = _INFEASIBLE
     return values
 
+  def rows_at(self, rows: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """Rows `rows` at the exits `indices` (sorted), one row per row."""
+    if self.column is None:
+      return self.table.values[rows[:, None], indices]
+    values = self.table.values[rows[:, None], self.column[indices]]
+    values[:, :int(indices.searchsorted(self.missing))] = _INFEASIBLE
+    return values
+
   def last_column(self, span: int) -> np.ndarray:
     """The first `span` rows at the largest of `exits`."""
     return self.table.values[:span, -1]
@@ -402,11 +442,16 @@ def _chunked_size(size: int) -> int:
 
 
 def _block_maxima(values: np.ndarray) -> Dict[int, np.ndarray]:
-  """width K -> max(values[c K:(c + 1) K]) for every chunk c (padded)."""
+  """width K -> max(values[c K:(c + 1) K]) for every chunk c (padded),
+  each width from the next narrower one."""
   size = _chunked_size(values.size)
   padded = np.full(size, _INFEASIBLE, np.int64)
   padded[:values.size] = values
-  return {width: padded.reshape(-1, width).max(axis=1) for width in _CHUNKS}
+  maxima = {1: padded}
+  for narrower, width in zip(_CHUNKS[::-1], _CHUNKS[-2::-1]):
+    maxima[width] = _reduce_rows(
+        np.maximum, maxima[narrower].reshape(-1, width // narrower))
+  return maxima
 
 
 def _concatenate_padded(arrays: Sequence[np.ndarray]
@@ -426,20 +471,28 @@ def _concatenate_padded(arrays: Sequence[np.ndarray]
 def _useful_pairs(bases: np.ndarray, firsts: np.ndarray, stops: np.ndarray,
                   anchor_values: np.ndarray, offsets: np.ndarray,
                   partner: np.ndarray, floor: np.ndarray,
-                  floor_minima: Dict[int, np.ndarray]
+                  floor_minima: Dict[int, np.ndarray], slope: int = 0
                   ) -> Tuple[np.ndarray, np.ndarray]:
   """Pairs of segments q and k in [firsts[q], stops[q]) that beat a floor.
 
   Returns exactly the (q, k) with
   anchor_values[q] + partner[offsets[q] + k] > floor[bases[q] + k]
   (offsets are multiples of _CHUNKS[0]; `floor_minima` caches
-  `_window_minima(floor)`, filled on first need), found
+  `_window_minima(floor - slope * n)`, filled on first need), found
   without listing every pair when there are many: the ranges of k are cut
   into aligned chunks of width K (64, 16, 4, then 1) and a chunk is dropped,
   with every pair in it, when the anchor value plus the largest partner value
   in the chunk does not exceed the smallest floor over its targets (so no
   pair in it passes); a kept chunk is split in four. The ranges go through
   in batches of about _BATCH widest chunks, whose arrays stay in cache.
+
+  The chunks are tested with a line of `slope` taken off: with
+  p(j) = partner[j] - slope j and f(n) = floor[n] - slope n, a pair passes
+  if and only if anchor_values[q] + slope (offsets[q] - bases[q]) +
+  p(offsets[q] + k) > f(bases[q] + k). Any slope gives the same pairs; one
+  close to the rate at which partner and floor grow makes the maxima and
+  minima over a chunk much closer to its single values, so that many more
+  chunks are dropped whole.
   """
 
   def beating(seg, k):
@@ -450,8 +503,13 @@ def _useful_pairs(bases: np.ndarray, firsts: np.ndarray, stops: np.ndarray,
   if np.maximum(stops - firsts, 0).sum() <= _FEW_PAIRS:
     return beating(*_segments(np.arange(bases.size), firsts, stops))
   if not floor_minima:
-    floor_minima.update(_window_minima(floor))
-  partner_maxima = _block_maxima(partner)
+    floor_minima.update(_window_minima(
+        floor - slope * np.arange(floor.size, dtype=np.int64)))
+  partner_maxima = _block_maxima(np.where(
+      partner > _INFEASIBLE,
+      partner - slope * np.arange(partner.size, dtype=np.int64),
+      _INFEASIBLE))
+  shifted = anchor_values + slope * (offsets - bases)
   partner_chunks = {width: offsets // width for width in _CHUNKS}
   nonempty = np.flatnonzero(stops > firsts)
   width = _CHUNKS[0]
@@ -467,7 +525,7 @@ def _useful_pairs(bases: np.ndarray, firsts: np.ndarray, stops: np.ndarray,
                            chunk_stops[lo:hi])
     width = _CHUNKS[0]
     for narrower in _CHUNKS[1:]:
-      passed = (anchor_values[seg] +
+      passed = (shifted[seg] +
                 partner_maxima[width][partner_chunks[width][seg] + chunk] >
                 floor_minima[width][bases[seg] + chunk * width])
       seg, chunk = seg[passed], chunk[passed]
@@ -602,7 +660,7 @@ def _merge_ends(left: _DenseTable, plans: Sequence[_Plan], out: np.ndarray):
       np.maximum(out[:span], plan.stepped[:span, None] + plan.r_values[0],
                  out=out[:span])
   # A pattern ending at offset t also ends at or before t' > t.
-  np.maximum.accumulate(out, axis=1, out=out)
+  _running_max_along_exits(out)
   floor = out[:, 0].copy()
   for plan in plans:
     a, r_values, right = plan.values, plan.r_values, plan.right
@@ -621,20 +679,28 @@ def _merge_ends(left: _DenseTable, plans: Sequence[_Plan], out: np.ndarray):
     # with the rows i that step; i* = lo < A: f does not rise after i*,
     # a'(i*) <= b'(B_t - 1); and the corner i* = A = lo = hi.
     steps = plan.steps.nonzero()[0]
-    # With A = steps[-1] moved first, A and steps[:k] are a prefix.
-    with_corner = (np.concatenate((steps[-1:], steps[:-1])) if at_last
-                   else steps)
+    # Rows that step in one run (every finite row of the first column) are
+    # updated as a slice.
+    run = steps.size and steps[-1] - steps[0] + 1 == steps.size
     for m, t0, t1, rise in r_values.end_groups:
       stop = min(rows - m, int(left.rows_rising_at_most(plan.column, rise)))
       below = int(steps.searchsorted(stop))
-      if at_last and last < rows - m:
-        i = with_corner[:below + 1]
+      r_span = r_values.row_span(m, t0, t1)
+      if at_last and last < rows - m and below < steps.size:
+        # The corner, which steps[:below] leaves out.
+        np.maximum(out[m + last, t0:t1], a[last] + r_span,
+                   out=out[m + last, t0:t1])
+      if not below:
+        continue
+      if run:
+        lo, hi = int(steps[0]), int(steps[0]) + below
+        np.maximum(out[m + lo:m + hi, t0:t1], a[lo:hi, None] + r_span,
+                   out=out[m + lo:m + hi, t0:t1])
       else:
         i = steps[:below]
-      if i.size:
-        out[m + i, t0:t1] = np.maximum(
-            out[m + i, t0:t1], a[i, None] + r_values.row_span(m, t0, t1))
-  np.maximum.accumulate(out, axis=1, out=out)
+        out[m + i, t0:t1] = np.maximum(out[m + i, t0:t1],
+                                       a[i, None] + r_span)
+  _running_max_along_exits(out)
 
 
 def _merge_descents(left: _DenseTable, plans: Sequence[_Plan],
@@ -644,7 +710,11 @@ def _merge_descents(left: _DenseTable, plans: Sequence[_Plan],
   Descents i of the left table (where it steps) with the partners m in the
   right tables that (1) allows, and descents m of the right tables with the
   partners i in the left table; of those, only the pairs `_useful_pairs`
-  finds above the floor out[:, 0] (out is nondecreasing along t).
+  finds above the floor out[:, 0] with R at its last exit (out and R are
+  nondecreasing along t). Many pairs, of a left column, are then tested
+  against _FLOOR_GROUPS floors: a pair can raise out[n, t] for some t in
+  [t0, t1) only if a(i) + R_s[m, t1 - 1] > out[n, t0], where the single
+  floor compares with R_s[m, last] (R and out grow along t).
   """
   rows = out.shape[0]
   count = len(plans)
@@ -680,24 +750,38 @@ def _merge_descents(left: _DenseTable, plans: Sequence[_Plan],
   # The pairs above the floor, each kind with its own partners (the
   # rights' last columns, then the left's stepping values).
   floor, floor_minima = out[:, 0].copy(), {}
+  # The floor's mean rise, for the chunk tests of `_useful_pairs`.
+  finite = np.flatnonzero(floor >= 0)
+  slope = 0
+  if finite.size > 1:
+    slope = max(0, int(floor[finite[-1]] - floor[finite[0]]) //
+                int(finite[-1] - finite[0]))
   split = starts[count]
   left_pair, left_m = _useful_pairs(
       left_i, left_firsts, np.minimum(left_stops, rows - left_i),
       left.values[left_i, left_columns], starts[left_of], partner[:split],
-      floor, floor_minima)
+      floor, floor_minima, slope)
   right_pair, right_i = _useful_pairs(
       right_m, right_firsts, np.minimum(right_stops, rows - right_m), best,
       starts[count + right_of] - split, partner[split:], floor,
-      floor_minima)
+      floor_minima, slope)
   plan_of = np.concatenate([left_of[left_pair], right_of[right_pair]])
   rows_i = np.concatenate([left_i[left_pair], right_i])
   counts_m = np.concatenate([left_m, right_m[right_pair]])
   order = np.argsort(plan_of, kind='stable')
   plan_of, rows_i, counts_m = plan_of[order], rows_i[order], counts_m[order]
   bounds = np.searchsorted(plan_of, np.arange(count + 1)).tolist()
+  size = out.shape[1]
+  cuts = np.unique(np.linspace(0, size, min(size, _FLOOR_GROUPS) + 1
+                               ).astype(np.int64))
   for plan, lo, hi in zip(plans, bounds[:-1], bounds[1:]):
     if lo < hi:
       i, m = rows_i[lo:hi], counts_m[lo:hi]
+      if i.size * size > _GROUP_TEST_WORK:
+        keep = _reduce_rows(np.logical_or, plan.values[i][:, None] +
+                            plan.r_values.rows_at(m, cuts[1:] - 1) >
+                            out[(i + m)[:, None], cuts[:-1]])
+        i, m = i[keep], m[keep]
       np.maximum.at(out, i + m, plan.values[i][:, None] + plan.r_values[m])
 
 
@@ -797,9 +881,8 @@ class _BlockTree:
     if key in self._dense_memo:
       return self._dense_memo[key]
     if size == 1:
-      result = _compact(np.maximum.accumulate(
-          _table_to_dense(self.leaf(s), self.gap), axis=1),
-                        np.arange(self.gap))
+      result = _compact(_running_max_along_exits(
+          _table_to_dense(self.leaf(s), self.gap)), np.arange(self.gap))
     else:
       result = _merge_dense(
           self._dense_node(size // 2, s),
@@ -877,7 +960,7 @@ class _BlockTree:
                              _INFEASIBLE)
         np.maximum(out[k:k + span, s_out], candidate,
                    out=out[k:k + span, s_out])
-    return _compact(np.maximum.accumulate(out, axis=1), np.arange(self.gap))
+    return _compact(_running_max_along_exits(out), np.arange(self.gap))
 
   def _low_count(self, leaf: int, length: int) -> int:
     """Complete nodes of size < B that contain `leaf` in a tree of `length`."""
