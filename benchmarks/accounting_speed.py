@@ -9,7 +9,7 @@ caches.
 Then, for T = 100000 and a MaxP that binds (below the participations that fit
 with MinS rounds between two), the time of this project's accountant from
 cold caches over a grid of MinS and MaxP (TFP would take hours to days
-there), and for a few (MinS, MaxP) with the paper's tree restarts.
+there), and over a second grid with the paper's tree restarts.
 
   python -m benchmarks.accounting_speed            # quick rows (~1 min)
   python -m benchmarks.accounting_speed --rows=all # every row (hours in TFP)
@@ -39,10 +39,12 @@ _REPEATS = flags.DEFINE_integer(
 _BINDING_FRACTIONS = flags.DEFINE_list(
     'binding_fractions', ['0.1', '0.3', '0.5', '0.99'],
     'MaxP of the grid, as fractions of the participations that fit.')
-_RESTART_CASES = flags.DEFINE_list(
-    'restart_cases', ['0/50000', '10/3000', '30/1000', '100/500', '250/300'],
-    'MinS/MaxP pairs timed at the same T with the paper\'s restarts (trees '
-    'starting at 128 + 1024 i, MaxP and MinS across them); empty: none.')
+_RESTART_MIN_SEPARATIONS = flags.DEFINE_list(
+    'restart_min_separations', ['0', '1', '2', '4', '6', '10', '20', '30',
+                                '50', '60', '120', '250'],
+    'MinS values of the grid timed at the same T with the paper\'s restarts '
+    '(trees starting at 128 + 1024 i, MaxP and MinS across them; MaxP the '
+    'same fractions); empty: none.')
 
 NOISE = 7.0
 
@@ -59,20 +61,28 @@ def main(argv):
   if _ROWS.value:
     _paper_rows()
   if _BINDING_ROUNDS.value:
-    _binding_grid(_BINDING_ROUNDS.value)
-    _restart_cases(_BINDING_ROUNDS.value)
+    rounds = _BINDING_ROUNDS.value
+    _binding_grid(rounds, _BINDING_MIN_SEPARATIONS.value, ())
+    _binding_grid(rounds, _RESTART_MIN_SEPARATIONS.value,
+                  tree.paper_restart_rounds(rounds))
 
 
-def _binding_grid(rounds):
-  print(f'\nBinding MaxP at T = {rounds}, cold caches, least of '
-        f'{_REPEATS.value} runs')
+def _binding_grid(rounds, min_separations, restarts):
+  """Times over MinS x MaxP fractions, MaxP below what fits (it binds)."""
+  if not min_separations:
+    return
+  if restarts:
+    print(f'\nWith the paper\'s restarts ({len(restarts) + 1} trees), ', end='')
+  else:
+    print(f'\nBinding MaxP at T = {rounds}, ', end='')
+  print(f'cold caches, least of {_REPEATS.value} runs')
   print(f'{"MinS":>5} {"MaxP":>6} {"fits":>6} {"seconds":>8}  sensitivity^2')
   slowest = 0.0
-  for min_sep in (int(m) for m in _BINDING_MIN_SEPARATIONS.value):
+  for min_sep in (int(m) for m in min_separations):
     fits = tree.max_possible_participation(rounds, min_sep)
     for fraction in (float(f) for f in _BINDING_FRACTIONS.value):
       max_p = max(1, min(fits - 1, int(fits * fraction)))
-      value, seconds = _least_time(rounds, max_p, min_sep, ())
+      value, seconds = _least_time(rounds, max_p, min_sep, restarts)
       slowest = max(slowest, seconds)
       print(f'{min_sep:5d} {max_p:6d} {fits:6d} {seconds:8.3f}  {value}',
             flush=True)
@@ -88,19 +98,6 @@ def _least_time(rounds, max_p, min_sep, restarts):
     value = tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts)
     seconds = min(seconds, time.perf_counter() - start)
   return value, seconds
-
-
-def _restart_cases(rounds):
-  if not _RESTART_CASES.value:
-    return
-  restarts = tree.paper_restart_rounds(rounds)
-  print(f'\nWith the paper\'s restarts ({len(restarts) + 1} trees), cold '
-        f'caches, least of {_REPEATS.value} runs')
-  print(f'{"MinS":>5} {"MaxP":>6} {"seconds":>8}  sensitivity^2')
-  for case in _RESTART_CASES.value:
-    min_sep, max_p = (int(x) for x in case.split('/'))
-    value, seconds = _least_time(rounds, max_p, min_sep, restarts)
-    print(f'{min_sep:5d} {max_p:6d} {seconds:8.3f}  {value}', flush=True)
 
 
 def _paper_rows():

@@ -69,6 +69,7 @@ composition of independent per-tree bounds.
 """
 
 import bisect
+import collections
 import functools
 import itertools
 from typing import Dict, Iterable, List, NamedTuple, Sequence, Tuple
@@ -308,11 +309,19 @@ class _DenseTable:
 
 
 def _compact(values: np.ndarray, exits: np.ndarray) -> _DenseTable:
-  """A cumulative table without the columns equal to the one before.
+  """A cumulative table without its infeasible last counts, and without the
+  columns equal to the one before.
 
-  Only for wide tables: with few exit offsets nearly every column differs,
-  and tables over different offsets would cost a gather at every merge.
+  Counts above the last feasible one (the bound on the counts of a merge
+  is often far above it: a block holds two participations only when
+  entered early enough) are dropped. Columns only for wide tables: with few
+  exit offsets nearly every column differs, and tables over different
+  offsets would cost a gather at every merge.
   """
+  # Cumulative: a count feasible at some offset is feasible at the last.
+  feasible = np.flatnonzero(values[:, -1] >= 0)
+  if feasible.size:
+    values = values[:feasible[-1] + 1]
   if values.shape[1] <= _COMPACT_MIN_COLUMNS:
     return _DenseTable(values, exits)
   keep = np.ones(values.shape[1], bool)
@@ -1046,8 +1055,14 @@ def max_sensitivity_squared(total_rounds: int, max_participation: int,
     # Cumulative dense states over (participations so far, entry offset of
     # the next tree); a tree is merged like a right subtree.
     table = _DenseTable(np.zeros((1, 1), np.int64), [0])
-    for length in segments:
+    if len(segments) > 1:
+      floor = _packed_value(segments, program.gap, cap)
+      ceilings = _RemainingCeilings(program, segments)
+    for k, length in enumerate(segments):
       table = program.append_tree(table, length)
+      if k + 1 < len(segments):
+        table = _drop_hopeless_counts(table, ceilings.after(k + 1, cap),
+                                      floor)
     return int(table.values[1:, -1].max())
   # states: (participations so far, entry offset of the next tree) -> value.
   states = {(0, 0): 0}
@@ -1070,6 +1085,117 @@ def max_sensitivity_squared(total_rounds: int, max_participation: int,
               for n, front in _finish(table, program.counts_are_free).items()
               for s_out, v in front}
   return max(v for (n, _), v in states.items() if n >= 1)
+
+
+def _packed_value(segments: Sequence[int], gap: int, count: int) -> int:
+  """sum_v c_v^2 of the pattern 0, g, 2g, ... with `count` participations.
+
+  A feasible pattern (count at most the participations that fit), so a
+  lower bound of the worst case; the trees are `segments` long, one after
+  the other, and v runs over their complete dyadic nodes.
+  """
+  positions = np.arange(count, dtype=np.int64) * gap
+  lengths = np.asarray(segments, np.int64)
+  starts = np.cumsum(lengths) - lengths
+  trees = np.searchsorted(starts, positions, side='right') - 1
+  inside = positions - starts[trees]
+  value, level = 0, 0
+  while (1 << level) <= lengths.max():
+    nodes = inside >> level
+    complete = nodes < (lengths[trees] >> level)
+    # Node ids distinct across trees: the tree, then the node in it.
+    ids = trees[complete] * (int(lengths.max()) + 1) + nodes[complete]
+    counts = np.unique(ids, return_counts=True)[1]
+    value += int(np.dot(counts, counts))
+    level += 1
+  return value
+
+
+class _RemainingCeilings:
+  """Upper bounds of the value the trees after the k-th can still add.
+
+  The trees of one length L have, entered at offset 0 (the best entry),
+  a best value f_L(n) with n participations. Its least concave majorant
+  f^_L has decreasing slopes; for trees of lengths L_1, ..., L_r,
+  max sum_j f_{L_j}(n_j) with sum_j n_j <= b is at most the sum of the b
+  largest slopes of all the f^_{L_j} together (every slope used once per
+  tree and per unit of n), since that sum is the max-plus convolution of
+  concave functions, and dropping the separation across tree boundaries
+  and entering every tree at offset 0 only allow more.
+  """
+
+  def __init__(self, program: '_BlockTree', segments: Sequence[int]):
+    self.segments = list(segments)
+    empty = _DenseTable(np.zeros((1, 1), np.int64), [0])
+    self.hulls = {}
+    for length in set(self.segments[1:]):
+      best = program.append_tree(empty, length).values[:, -1]
+      self.hulls[length] = _concave_slopes(best[best >= 0])
+
+  def after(self, done: int, cap: int) -> np.ndarray:
+    """ceiling[b] for budgets b = 0..cap, the trees from index `done` on."""
+    slopes, runs = [], []
+    for length, trees in collections.Counter(self.segments[done:]).items():
+      hull_slopes, hull_runs = self.hulls[length]
+      slopes.append(hull_slopes)
+      runs.append(hull_runs * trees)
+    slopes, runs = np.concatenate(slopes), np.concatenate(runs)
+    order = np.argsort(-slopes, kind='stable')
+    slopes, runs = slopes[order], runs[order]
+    ends = np.cumsum(runs)
+    values = np.concatenate(([0.0], np.cumsum(slopes * runs)))
+    ends = np.concatenate(([0], ends))
+    budgets = np.minimum(np.arange(cap + 1), ends[-1])
+    segment = np.clip(np.searchsorted(ends, budgets, side='right') - 1, 0,
+                      slopes.size - 1)
+    return values[segment] + slopes[segment] * (budgets - ends[segment])
+
+
+def _concave_slopes(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+  """Slopes and run lengths of the least concave majorant of values[n]
+  over n = 0..N (the upper hull), the slopes decreasing and kept >= 0."""
+  hull = [0]
+  for n in range(1, values.size):
+    while len(hull) >= 2:
+      a, b = hull[-2], hull[-1]
+      # b lies on or below the chord from a to n: drop it.
+      if (values[b] - values[a]) * (n - a) <= (values[n] - values[a]) * (b - a):
+        hull.pop()
+      else:
+        break
+    hull.append(n)
+  hull = np.array(hull)
+  runs = np.diff(hull)
+  slopes = np.diff(values[hull]).astype(np.float64) / runs
+  keep = slopes > 0
+  return slopes[keep], runs[keep]
+
+
+def _drop_hopeless_counts(table: _DenseTable, ceiling: np.ndarray,
+                          floor: int) -> _DenseTable:
+  """Sets to 0 the counts so far from which no pattern reaches `floor`.
+
+  A count i whose best value so far plus the most the later trees can add
+  with the budget left, ceiling[cap - i], stays below `floor` (the value
+  of a feasible pattern, at most the worst case) is on no worst-case
+  pattern, so its values may be lowered to any values of feasible patterns
+  (0 is one: the count drops out of every maximum that matters) without
+  changing the result. Only a prefix of counts is dropped, which keeps the
+  table's increments as they were above it (one rise at its end).
+  """
+  best = table.values[:, -1]   # cumulative: the best over the exits
+  cap = ceiling.size - 1
+  counts = np.arange(best.size)
+  # 1 below, for the rounding of the ceilings' float slopes.
+  hopeless = best + ceiling[cap - counts] + 1 < floor
+  hopeless[0] = False
+  keep = np.flatnonzero(~hopeless[1:])
+  prefix = int(keep[0]) + 1 if keep.size else best.size
+  if prefix <= 1:
+    return table
+  values = table.values.copy()
+  np.minimum(values[1:prefix], 0, out=values[1:prefix])
+  return _DenseTable(values, table.exits)
 
 
 def zcdp_from_sensitivity_squared(noise_multiplier: float,
