@@ -420,6 +420,54 @@ class HopelessCountsTest(parameterized.TestCase):
       np.testing.assert_allclose(hull[corners], values[corners])
       self.assertAlmostEqual(hull[-1], values.max(), delta=1e-6)
 
+  def test_tightest_floor_keeps_the_worst_case(self):
+    # The floor at the worst case itself (the most any feasible pattern
+    # gives): counts are dropped only when they cannot reach it.
+    rng = random.Random(9)
+    dropped = 0
+    original = tree._drop_hopeless_counts  # pylint: disable=protected-access
+
+    def counting(table, ceiling, floor):
+      nonlocal dropped
+      result = original(table, ceiling, floor)
+      dropped += result.first - table.first
+      return result
+
+    for _ in range(150):
+      rounds = rng.randint(4, 16)
+      min_sep = rng.randint(0, 3)
+      max_p = rng.randint(2, max(2, tree.max_possible_participation(
+          rounds, min_sep) - 1))
+      restarts = sorted(rng.sample(range(1, rounds),
+                                   rng.randint(1, min(3, rounds - 1))))
+      worst = tree.brute_force_sensitivity_squared(rounds, max_p, min_sep,
+                                                   restarts)
+      tree._block_tree.cache_clear()  # pylint: disable=protected-access
+      with mock.patch.object(tree, '_DENSE_MIN_CAP', 0), \
+           mock.patch.object(tree, '_packed_value', lambda *_: worst), \
+           mock.patch.object(tree, '_drop_hopeless_counts', counting):
+        got = tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts)
+      tree._block_tree.cache_clear()  # pylint: disable=protected-access
+      with self.subTest(rounds=rounds, min_sep=min_sep, max_p=max_p,
+                        restarts=restarts):
+        self.assertEqual(got, worst)
+    self.assertGreater(dropped, 100)
+
+  def test_drops_only_the_hopeless_lowest_counts(self):
+    inf = tree._INFEASIBLE  # pylint: disable=protected-access
+    values = np.array([[0, 0], [3, 4], [inf, 9], [10, 12], [inf, 20]])
+    table = tree._DenseTable(values, [0, 1], first=2)  # pylint: disable=protected-access
+    # Budgets 0..6 (cap 6): counts 2..6 have cap - n = 4..0 left.
+    ceiling = np.array([0.0, 5.0, 9.0, 12.0, 14.0, 15.0, 16.0])
+    # best + ceiling: 14, 16, 18, 17, 20; hopeless below floor - 1, and
+    # only the lowest counts up to the first that is not go.
+    for floor, first in ((15, 2), (16, 3), (17, 3), (18, 4), (19, 4),
+                         (20, 6)):
+      with self.subTest(floor=floor):
+        kept = tree._drop_hopeless_counts(table, ceiling, floor)  # pylint: disable=protected-access
+        self.assertEqual(kept.first, first)
+        np.testing.assert_array_equal(kept.values, values[first - 2:])
+
   @parameterized.named_parameters(
       ('one_length', 0), ('several_lengths', 1))
   def test_ceilings_bound_every_completion(self, mixed):

@@ -194,11 +194,14 @@ class _DenseTable:
   Column j holds the exit offset exits[j]: W[n, j] is the best value with n
   participations and an exit offset of at most exits[j] (offsets between two
   columns have the value of the column before). Only the offsets at which
-  some count's value rises are kept.
+  some count's value rises are kept. Row n holds the count first + n: the
+  states across restarts drop the counts that cannot matter
+  (`_drop_hopeless_counts`); every other table starts at count 0.
   """
 
-  def __init__(self, values: np.ndarray, exits=None):
+  def __init__(self, values: np.ndarray, exits=None, first: int = 0):
     self.values = values
+    self.first = first
     self.exits = (np.arange(values.shape[1]) if exits is None
                   else np.asarray(exits, np.int64))
     finite = values >= 0
@@ -308,7 +311,8 @@ class _DenseTable:
     return self.rise_suffix_min[:, column].searchsorted(rises, side='right')
 
 
-def _compact(values: np.ndarray, exits: np.ndarray) -> _DenseTable:
+def _compact(values: np.ndarray, exits: np.ndarray,
+             first: int = 0) -> _DenseTable:
   """A cumulative table without its infeasible last counts, and without the
   columns equal to the one before.
 
@@ -323,12 +327,12 @@ def _compact(values: np.ndarray, exits: np.ndarray) -> _DenseTable:
   if feasible.size:
     values = values[:feasible[-1] + 1]
   if values.shape[1] <= _COMPACT_MIN_COLUMNS:
-    return _DenseTable(values, exits)
+    return _DenseTable(values, exits, first)
   keep = np.ones(values.shape[1], bool)
   keep[1:] = np.any(values[:, 1:] != values[:, :-1], axis=0)
   if keep.all():
-    return _DenseTable(values, exits)
-  return _DenseTable(values[:, keep], exits[keep])
+    return _DenseTable(values, exits, first)
+  return _DenseTable(values[:, keep], exits[keep], first)
 
 
 class _Expanded:
@@ -607,7 +611,7 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
   exits_at = left.exits.tolist()
   columns = [(column, right_for(exits_at[column]))
              for column in steps_at.any(axis=1).nonzero()[0].tolist()]
-  rows = min(cap, left.values.shape[0] - 1 +
+  rows = min(cap - left.first, left.values.shape[0] - 1 +
              max(right.values.shape[0] for _, right in columns) - 1) + 1
   widest = max((right.exits for _, right in columns), key=len)
   if widest.size == 1 + max(right.exits[-1] for _, right in columns):
@@ -636,10 +640,10 @@ def _merge_dense(left: _DenseTable, right_for, cap: int,
     _merge_descents(left, plans, out)
   infeasible = out < 0
   if is_node:
-    counts = np.arange(out.shape[0], dtype=np.int64)[:, None]
+    counts = left.first + np.arange(out.shape[0], dtype=np.int64)[:, None]
     out += counts * counts
   out[infeasible] = _INFEASIBLE
-  return _compact(out, exits)
+  return _compact(out, exits, left.first)
 
 
 def _merge_ends(left: _DenseTable, plans: Sequence[_Plan], out: np.ndarray):
@@ -949,7 +953,8 @@ class _BlockTree:
       return table
     body = table.values
     base = num_blocks * self.block
-    rows = min(self.cap, body.shape[0] - 1 + (rest - 1) // self.gap + 1) + 1
+    rows = min(self.cap - table.first,
+               body.shape[0] - 1 + (rest - 1) // self.gap + 1) + 1
     out = np.full((rows, self.gap), _INFEASIBLE, np.int64)
     for j, s_mid in enumerate(table.exits.tolist()):
       column = body[:, j]
@@ -969,7 +974,8 @@ class _BlockTree:
                              _INFEASIBLE)
         np.maximum(out[k:k + span, s_out], candidate,
                    out=out[k:k + span, s_out])
-    return _compact(_running_max_along_exits(out), np.arange(self.gap))
+    return _compact(_running_max_along_exits(out), np.arange(self.gap),
+                    table.first)
 
   def _low_count(self, leaf: int, length: int) -> int:
     """Complete nodes of size < B that contain `leaf` in a tree of `length`."""
@@ -1063,7 +1069,8 @@ def max_sensitivity_squared(total_rounds: int, max_participation: int,
       if k + 1 < len(segments):
         table = _drop_hopeless_counts(table, ceilings.after(k + 1, cap),
                                       floor)
-    return int(table.values[1:, -1].max())
+    # The counts from 1 on (dropped counts are at least 1).
+    return int(table.values[1 - min(table.first, 1):, -1].max())
   # states: (participations so far, entry offset of the next tree) -> value.
   states = {(0, 0): 0}
   for length in segments:
@@ -1173,29 +1180,29 @@ def _concave_slopes(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
 
 def _drop_hopeless_counts(table: _DenseTable, ceiling: np.ndarray,
                           floor: int) -> _DenseTable:
-  """Sets to 0 the counts so far from which no pattern reaches `floor`.
+  """The states without the lowest counts from which no pattern reaches
+  `floor`.
 
   A count i whose best value so far plus the most the later trees can add
   with the budget left, ceiling[cap - i], stays below `floor` (the value
   of a feasible pattern, at most the worst case) is on no worst-case
-  pattern, so its values may be lowered to any values of feasible patterns
-  (0 is one: the count drops out of every maximum that matters) without
-  changing the result. Only a prefix of counts is dropped, which keeps the
-  table's increments as they were above it (one rise at its end).
+  pattern: the maximum over the patterns through the other counts is the
+  same. The lowest counts up to the first that is not hopeless are
+  dropped (the table then starts at a later count), and the worst case,
+  which needs at least one participation, is then among the counts left.
   """
   best = table.values[:, -1]   # cumulative: the best over the exits
   cap = ceiling.size - 1
-  counts = np.arange(best.size)
+  counts = table.first + np.arange(best.size)
   # 1 below, for the rounding of the ceilings' float slopes.
   hopeless = best + ceiling[cap - counts] + 1 < floor
-  hopeless[0] = False
-  keep = np.flatnonzero(~hopeless[1:])
-  prefix = int(keep[0]) + 1 if keep.size else best.size
-  if prefix <= 1:
-    return table
-  values = table.values.copy()
-  np.minimum(values[1:prefix], 0, out=values[1:prefix])
-  return _DenseTable(values, table.exits)
+  prefix = int(np.argmin(hopeless))   # the first count not hopeless
+  if not hopeless[prefix]:
+    if not prefix:
+      return table
+    return _DenseTable(table.values[prefix:], table.exits,
+                       table.first + prefix)
+  return table   # (every count hopeless: impossible, floor is feasible)
 
 
 def zcdp_from_sensitivity_squared(noise_multiplier: float,
