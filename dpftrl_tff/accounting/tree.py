@@ -65,7 +65,9 @@ is a sequence of trees, the offset s and the participation budget carry across
 tree boundaries, and the value is the sum over trees. The result is the exact
 worst case under MaxP and MinS holding across the whole run, hence a valid
 (and the tightest) upper bound on the sensitivity; it never exceeds the
-composition of independent per-tree bounds.
+composition of independent per-tree bounds. Between trees, the states drop
+the counts from which no pattern can reach the value of a feasible one
+(`_drop_hopeless_counts`).
 """
 
 import bisect
@@ -1048,7 +1050,8 @@ def max_sensitivity_squared(total_rounds: int, max_participation: int,
   case), the count cannot bind and the program keeps only entries no other
   beats with more participations (`_drop_dominated_counts`): any T up to
   10^5 in milliseconds. A binding MaxP keeps every count (dense tables and
-  `_merge_dense` above 64 counts); docs/algorithms.md has timings.
+  `_merge_dense` above 64 counts; across restarts only the counts that can
+  still reach the worst case); docs/algorithms.md has timings.
   """
   total_rounds, max_participation, min_separation = _validate(
       total_rounds, max_participation, min_separation)
