@@ -153,7 +153,7 @@ _FLOOR_GROUPS = 8
 _GROUP_TEST_WORK = _CALL_WORK
 # NumPy reduces along short rows slowly: `_reduce_rows` goes column by
 # column up to _FEW_COLUMNS columns, `_running_max_along_exits` from
-# _TALL_ROWS rows.
+# _TALL_ROWS rows and up to _COMPACT_MIN_COLUMNS columns.
 _FEW_COLUMNS = 8
 _TALL_ROWS = 512
 
@@ -234,33 +234,31 @@ class _DenseTable:
     return np.flatnonzero(_reduce_rows(np.logical_or, self.descents))
 
   @functools.cached_property
-  def _rise_ranges(self) -> Tuple[np.ndarray, ...]:
+  def _bounded_rises(self) -> Tuple[np.ndarray, np.ndarray]:
+    """The rises, undefined ones as +inf (for minima) and as -inf (maxima)."""
     defined = self.finite[1:]
-    high = np.where(defined, self.rises, _NO_RISE_ABOVE)
-    low = np.where(defined, self.rises, _NO_RISE_BELOW)
-    return (np.maximum.accumulate(low, axis=0),
-            np.minimum.accumulate(high[::-1], axis=0)[::-1],
-            _reduce_rows(np.minimum, high), _reduce_rows(np.maximum, low))
+    return (np.where(defined, self.rises, _NO_RISE_ABOVE),
+            np.where(defined, self.rises, _NO_RISE_BELOW))
 
-  @property
+  @functools.cached_property
   def rise_prefix_max(self) -> np.ndarray:
     """Per column, the running maximum of the defined rises."""
-    return self._rise_ranges[0]
+    return np.maximum.accumulate(self._bounded_rises[1], axis=0)
 
-  @property
+  @functools.cached_property
   def rise_suffix_min(self) -> np.ndarray:
     """Per column, the suffix minimum of the defined rises."""
-    return self._rise_ranges[1]
+    return np.minimum.accumulate(self._bounded_rises[0][::-1], axis=0)[::-1]
 
-  @property
+  @functools.cached_property
   def least_rise(self) -> np.ndarray:
     """Over all columns, the least defined rise at each count."""
-    return self._rise_ranges[2]
+    return _reduce_rows(np.minimum, self._bounded_rises[0])
 
-  @property
+  @functools.cached_property
   def largest_rise(self) -> np.ndarray:
     """Over all columns, the largest defined rise at each count."""
-    return self._rise_ranges[3]
+    return _reduce_rows(np.maximum, self._bounded_rises[1])
 
   @functools.cached_property
   def least_rise_suffix_min(self) -> np.ndarray:
