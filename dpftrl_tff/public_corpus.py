@@ -158,10 +158,88 @@ class PublicCorpus(tfds.core.GeneratorBasedBuilder):
 def embedded_builder(data_dir: str, **config):
   """The embedded corpus's builder, prepared in `data_dir` (offline).
 
-  `config`: the arguments of `make_config`.
+  `config`: the arguments of `make_config`. A configuration equal to a
+  registered one is passed by name (TFDS refuses a custom configuration
+  named like a registered one).
   """
-  builder = PublicCorpus(data_dir=data_dir, config=make_config(**config))
+  made = make_config(**config)
+  registered = {c.name: c for c in PublicCorpus.BUILDER_CONFIGS}
+  if made.name in registered:
+    if registered[made.name] != made:
+      raise CorpusError(f'Embedded corpus configuration {made.name} differs '
+                        f'from the registered one of that name.')
+    made = made.name
+  builder = PublicCorpus(data_dir=data_dir, config=made)
   if not builder.is_prepared():
+    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
+        try_download_gcs=False))
+  return builder
+
+
+PUBLIC_TEXT_NAME = 'dpftrl_public_text'
+PUBLIC_TEXT_FILE = 'public_text.txt'
+_VALIDATION_EVERY = 20
+
+
+class PublicText(tfds.core.GeneratorBasedBuilder):
+  """Real public text, tokenized, one sentence a line (`build_git_corpus`).
+
+  The source is `public_text.txt` in a corpus directory (written by
+  `git_corpus.write_public_text` from a repository's documentation); it is
+  prepared into `<corpus directory>/tfds` and read from there through TFDS
+  (`--tfds_name=dpftrl_public_text --tfds_data_dir=<corpus>/tfds`). Every
+  20th sentence goes to the validation split. The text is already
+  tokenized as the federated data is, so `sentences` passes it unchanged.
+  """
+
+  name = PUBLIC_TEXT_NAME
+  VERSION = tfds.core.Version('1.0.0')
+
+  def __init__(self, *, source_file: Optional[str] = None, **kwargs):
+    self._source_file = source_file
+    super().__init__(**kwargs)
+
+  def _info(self) -> tfds.core.DatasetInfo:
+    return tfds.core.DatasetInfo(
+        builder=self, description=self.__doc__,
+        features=tfds.features.FeaturesDict({'text': tfds.features.Text()}))
+
+  def _split_generators(self, dl_manager):
+    del dl_manager   # Nothing to download.
+    if not self._source_file or not os.path.isfile(self._source_file):
+      raise CorpusError(f'{PUBLIC_TEXT_NAME} needs its source file '
+                        f'{self._source_file or PUBLIC_TEXT_FILE}; build '
+                        f'the corpus with experiments.build_git_corpus '
+                        f'--docs_dir or --docs_jsonl.')
+    return {'train': self._generate_examples(False),
+            'validation': self._generate_examples(True)}
+
+  def _generate_examples(self, validation: bool):
+    with open(self._source_file, encoding='utf-8') as f:
+      for i, line in enumerate(f):
+        if (i % _VALIDATION_EVERY == _VALIDATION_EVERY - 1) == validation:
+          yield i, {'text': line.rstrip('\n')}
+
+
+def public_text_builder(corpus_dir: str, *, prepare: bool = False):
+  """The public text of a corpus directory, prepared in `<corpus_dir>/tfds`.
+
+  With `prepare`, an existing preparation is replaced (the corpus was just
+  rebuilt); otherwise it is prepared only when missing.
+  """
+  data_dir = os.path.join(corpus_dir, 'tfds')
+  if prepare and os.path.isdir(os.path.join(data_dir, PUBLIC_TEXT_NAME)):
+    import shutil  # pylint: disable=g-import-not-at-top
+    shutil.rmtree(os.path.join(data_dir, PUBLIC_TEXT_NAME))
+  source = os.path.join(corpus_dir, PUBLIC_TEXT_FILE)
+  builder = PublicText(data_dir=data_dir, source_file=source)
+  if not builder.is_prepared():
+    tfds.disable_progress_bar()
+    if not os.path.isfile(source):
+      raise CorpusError(
+          f'{corpus_dir} has no public text ({PUBLIC_TEXT_FILE}): build it '
+          f'with experiments.build_git_corpus --docs_dir=... or '
+          f'--docs_jsonl=..., or pass --tfds_data_dir=<corpus>/tfds.')
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
         try_download_gcs=False))
   return builder
@@ -176,8 +254,13 @@ def real_builder(name: str, data_dir: Optional[str]):
   try:
     builder = tfds.builder(name, data_dir=data_dir, try_gcs=False)
   except Exception as e:  # pylint: disable=broad-except
+    first = (str(e).strip().splitlines() or [''])[0]
+    if len(first) > 160:
+      first = first[:160] + '...'
     raise CorpusError(f'--tfds_name={name}: TFDS does not know this dataset '
-                      f'({type(e).__name__}: {e}).') from None
+                      f'({type(e).__name__}: {first}); give a dataset name '
+                      f'such as lm1b, wiki40b/en, c4/en, '
+                      f'{EMBEDDED_NAME} or {PUBLIC_TEXT_NAME}.') from None
   if not builder.is_prepared():
     size = getattr(builder.info, 'download_size', 0) or 0
     size_text = (f' (download about {size / 2**30:.1f} GiB)' if size else '')
@@ -201,6 +284,8 @@ def sentences(builder, split: str = 'train') -> tf.data.Dataset:
     raise CorpusError(f'{builder.name} has no split {split!r}; it has '
                       f'{", ".join(builder.info.splits)}.')
   dataset = builder.as_dataset(split=split, shuffle_files=False)
+  if builder.name == PUBLIC_TEXT_NAME:   # Already tokenized sentences.
+    return dataset.map(lambda example: example['text'])
 
   def split_text(example):
     text = tf.strings.lower(example['text'])

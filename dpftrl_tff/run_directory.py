@@ -33,6 +33,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from dpftrl_tff import strict_json
+
 HPARAMS_FILE = 'hparams.json'
 METRICS_FILE = 'metrics.csv'
 SUMMARY_FILE = 'summary.json'
@@ -56,13 +58,9 @@ def _tmp_path(path: str) -> str:
 
 
 def write_json_atomic(path: str, value: Any):
-  """Writes JSON to a temporary file, fsyncs it, renames it over `path`."""
-  tmp = _tmp_path(path)
-  with open(tmp, 'w', encoding='utf-8') as f:
-    json.dump(value, f, indent=2, sort_keys=True)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
+  """Writes strict JSON (non-finite numbers as null) to a temporary file,
+  fsyncs it, renames it over `path`; a failed write leaves no temporary."""
+  strict_json.write(path, value)
 
 
 def write_csv_atomic(path: str, rows: Sequence[Dict[str, Any]]):

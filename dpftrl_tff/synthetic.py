@@ -38,6 +38,7 @@ import tensorflow as tf
 
 from dpftrl_tff import checks
 from dpftrl_tff import data
+from dpftrl_tff import strict_json
 
 # The real StackOverflow train split: users with fewer than 100 sentences
 # were removed (tff.simulation.datasets.stackoverflow.load_data's docs).
@@ -251,7 +252,7 @@ def generate(cache_dir: str, *, num_train_clients: int = 3000,
   os.replace(counts_path + _TMP_SUFFIX, counts_path)
   record = os.path.join(cache_dir, PARAMS_NAME)
   with open(record + _TMP_SUFFIX, 'w') as f:
-    json.dump(params, f, indent=1, sort_keys=True)
+    f.write(strict_json.dumps(params, indent=1, sort_keys=True))
   os.replace(record + _TMP_SUFFIX, record)
   os.replace(tmp, path)
   return counts

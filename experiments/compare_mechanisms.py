@@ -27,7 +27,6 @@ accuracy against rounds as compare_training.csv and compare_training.png.
   python -m experiments.compare_mechanisms --train --train_root=runs/compare
 """
 
-import json
 import math
 import os
 import sys
@@ -37,6 +36,7 @@ from absl import flags
 import numpy as np
 
 from dpftrl_tff import accounting
+from dpftrl_tff import strict_json
 from dpftrl_tff import plotting
 from dpftrl_tff import run_directory
 from dpftrl_tff.accounting import blt_optimizer
@@ -194,7 +194,7 @@ def train_comparison(root, flagfile, z_tree, seed, output_dir):
     print(f'{name:4}: z = {z:.4f}, planned zCDP '
           f'{summary["privacy"]["planned"]["zcdp"]:.4f}, final eval '
           f'accuracy {100 * summary["final_eval"]["in_vocab_accuracy"]:.2f}%')
-  print(json.dumps(dict(blt=optimized.as_dict()), sort_keys=True))
+  print(strict_json.dumps(dict(blt=optimized.as_dict()), sort_keys=True))
   return out
 
 

@@ -22,7 +22,6 @@ MinS counts the rounds strictly between two participations (TF Privacy's
 convention); the population caps it at floor(population / m) - 1.
 """
 
-import json
 import sys
 
 from absl import app
@@ -30,6 +29,7 @@ from absl import flags
 import numpy as np
 
 from dpftrl_tff import accounting
+from dpftrl_tff import strict_json
 from dpftrl_tff import participation
 
 _POPULATION = flags.DEFINE_integer('population', None,
@@ -214,7 +214,7 @@ def main(argv):
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
-  print(json.dumps(report, sort_keys=True) if _JSON.value
+  print(strict_json.dumps(report, sort_keys=True) if _JSON.value
         else _format(report))
   return 0
 

@@ -46,8 +46,10 @@ _OUTPUT = flags.DEFINE_string('output_dir', 'runs/pretrained',
 _TFDS_NAME = flags.DEFINE_string(
     'tfds_name', 'dpftrl_public_corpus',
     'TFDS dataset with a "text" feature: dpftrl_public_corpus (embedded, '
-    'generated offline) or a real corpus such as lm1b, wiki40b/en, c4/en '
-    'prepared in --tfds_data_dir.')
+    'generated offline), dpftrl_public_text (the documentation of a '
+    'build_git_corpus directory: <cache_dir>/tfds unless --tfds_data_dir) '
+    'or a real corpus such as lm1b, wiki40b/en, c4/en prepared in '
+    '--tfds_data_dir.')
 _TFDS_DIR = flags.DEFINE_string(
     'tfds_data_dir', None, 'TFDS data directory. Default for the embedded '
     'corpus: <root_output_dir>/tfds; required for a real corpus.')
@@ -102,6 +104,11 @@ def run() -> dict:
         num_topics=generated.get('num_topics', 40),
         num_sentences=_PUBLIC_SENTENCES.value,
         corpus_seed=_PUBLIC_SEED.value)
+  elif _TFDS_NAME.value == public_corpus.PUBLIC_TEXT_NAME:
+    # Real public text of a build_git_corpus directory (its docs).
+    corpus_dir = (os.path.dirname(os.path.normpath(_TFDS_DIR.value))
+                  if _TFDS_DIR.value else so.cache_dir)
+    builder = public_corpus.public_text_builder(corpus_dir)
   else:
     builder = public_corpus.real_builder(_TFDS_NAME.value, _TFDS_DIR.value)
   corpus = dict(public_corpus.corpus_description(builder),

@@ -17,13 +17,13 @@ Examples:
       --min_separation=212 --max_participation=4 --mechanism=blt
 """
 
-import json
 import sys
 
 from absl import app
 from absl import flags
 
 from dpftrl_tff import accounting
+from dpftrl_tff import strict_json
 from dpftrl_tff.accounting import blt_optimizer
 
 _ROUNDS = flags.DEFINE_integer('rounds', None, 'Total training rounds T.')
@@ -318,7 +318,7 @@ def main(argv):
     print(f'error: {e}', file=sys.stderr)
     return 2
   if _JSON.value:
-    print(json.dumps(report, sort_keys=True))
+    print(strict_json.dumps(report, sort_keys=True))
   else:
     print(format_report(report))
   return 0

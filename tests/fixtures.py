@@ -2,6 +2,7 @@
 
 import functools
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -30,3 +31,12 @@ def run_module(module: str, *args: str,
   return subprocess.run([sys.executable, '-m', module, *args], cwd=ROOT,
                         env=env, capture_output=True, text=True,
                         timeout=timeout)
+
+
+_TF_LOG_RE = re.compile(r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] ')
+
+
+def own_lines(text: str):
+  """The lines of a binary's output that are not TensorFlow's C++ logs."""
+  return [line for line in text.strip().splitlines()
+          if line.strip() and not _TF_LOG_RE.match(line)]

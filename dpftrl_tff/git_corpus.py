@@ -1,0 +1,595 @@
+"""A federated text corpus from a git history, in TFF's StackOverflow schema.
+
+A git repository is a natural federated corpus: its authors are the clients,
+their commit messages their private text, and the repository's own
+documentation public prose for pretraining (as web text is for Gboard, paper
+Sec. 2.3). `build` writes `stackoverflow.sqlite` (TFF's exact schema: tables
+`examples(split_name, client_id, serialized_example_proto)` and
+`client_metadata(client_id, split_name, num_examples)`, splits train,
+heldout and test) and `stackoverflow.word_count` (the train split's words,
+most frequent first), so that `tff.simulation.datasets.stackoverflow.
+load_data(cache_dir)` and `run_stackoverflow --cache_dir` read it unchanged.
+
+What a commit message becomes (`message_sentences`):
+* dropped whole: merge commits ("Merge branch ...", "Merge pull request
+  ..."), reverts' boilerplate is kept (it is the author's text);
+* dropped lines: trailers (`Signed-off-by:`, any `*-by:`, `Cc:`,
+  `Change-Id:`, `Link:`, `Fixes:` ...), quoted diffs (from `diff --git`,
+  `--- a/`, `@@ ` to the end of the block), indented blocks (a tab or four
+  spaces: commands, code, logs), fenced code blocks, quoted e-mail (`>`),
+  scissors lines;
+* removed from the text: URLs and e-mail addresses;
+* the subject line is one sentence; body paragraphs are joined and split at
+  sentence ends (`. `, `? `, `! `); bullets start a new sentence;
+* tokenized as TFF's StackOverflow `tokens`: lower case, punctuation split
+  off as its own token, English contractions split ("don't" -> "do n't"),
+  tokens joined by single spaces; sentences of fewer than
+  `min_tokens_per_sentence` tokens are dropped.
+
+Clients: an author's identity (the e-mail git reports, after .mailmap) is
+replaced on reading by its HMAC-SHA256 under a random salt drawn for this
+process and never stored; client ids are sequence numbers in order of the
+author's first commit (date, then commit id), so the database depends only
+on the input and `seed`, never on the salt. Authors with fewer than
+`min_examples_per_client` sentences are left out. Splits are by author:
+`split='random'` permutes the authors with `seed`; `split='date'` gives the
+oldest authors (by first commit) to train, the next to heldout and the
+newest to test (a model trained on earlier contributors, evaluated on later
+ones).
+
+Public text: documentation files (a directory, or a JSON-lines export of
+`path`, `text`) are cut into sentences the same way (AsciiDoc / Markdown
+markup, code blocks and tables dropped) and written as
+`public_text.txt`, one tokenized sentence a line, then prepared as the
+project's TFDS dataset `dpftrl_public_text` in `<output_dir>/tfds` for
+`experiments.pretrain --tfds_name=dpftrl_public_text`.
+"""
+
+import bz2
+import collections
+import dataclasses
+import gzip
+import hashlib
+import hmac
+import json
+import lzma
+import os
+import re
+import secrets
+import sqlite3
+import subprocess
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence
+
+import numpy as np
+
+from dpftrl_tff import checks
+from dpftrl_tff import data
+
+PUBLIC_TEXT_NAME = 'public_text.txt'
+CORPUS_RECORD_NAME = 'corpus.json'
+SPLIT_MODES = ('random', 'date')
+DOC_EXTENSIONS = ('.txt', '.adoc', '.asciidoc', '.md', '.markdown', '.rst',
+                  '')
+
+
+class CorpusError(ValueError):
+  """Input that cannot become a corpus (the message says which and why)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Commit:
+  """One commit as read: the author already replaced by a salted digest."""
+  commit: str
+  author_key: str
+  date: str
+  message: str
+
+
+# ---- Reading commits.
+
+
+class _AuthorHasher:
+  """HMAC-SHA256 of author identities under a salt never written anywhere."""
+
+  def __init__(self, salt: Optional[bytes] = None):
+    self._salt = salt if salt is not None else secrets.token_bytes(32)
+
+  def __call__(self, identity: str) -> str:
+    return hmac.new(self._salt, identity.strip().lower().encode('utf-8'),
+                    hashlib.sha256).hexdigest()
+
+
+def _open_text(path: str):
+  opener = {'.xz': lzma.open, '.lzma': lzma.open, '.gz': gzip.open,
+            '.bz2': bz2.open}.get(os.path.splitext(path)[1].lower(), open)
+  return opener(path, 'rt', encoding='utf-8')
+
+
+def read_commits_jsonl(path: str, hasher=None) -> Iterator[Commit]:
+  """Commits of a JSON-lines export (`commit`, `author`, `date`, `message`).
+
+  The file may be compressed (.xz, .gz, .bz2). A line that is not such an
+  object raises CorpusError naming the file and line.
+  """
+  hasher = hasher or _AuthorHasher()
+  if not os.path.isfile(path):
+    raise CorpusError(f'--commits_jsonl={path}: no such file.')
+  try:
+    with _open_text(path) as f:
+      for number, line in enumerate(f, 1):
+        if not line.strip():
+          continue
+        try:
+          obj = json.loads(line)
+        except ValueError as e:
+          raise CorpusError(f'--commits_jsonl={path}, line {number}: not '
+                            f'JSON ({e}).') from None
+        if not isinstance(obj, dict):
+          raise CorpusError(f'--commits_jsonl={path}, line {number}: '
+                            f'expected an object with commit, author, date '
+                            f'and message.')
+        missing = [k for k in ('author', 'date', 'message')
+                   if not isinstance(obj.get(k), str)]
+        if missing:
+          raise CorpusError(f'--commits_jsonl={path}, line {number}: no '
+                            f'string field(s) {", ".join(missing)}.')
+        yield Commit(str(obj.get('commit', number)), hasher(obj['author']),
+                     obj['date'], obj['message'])
+  except (OSError, EOFError, lzma.LZMAError, UnicodeDecodeError) as e:
+    raise CorpusError(f'--commits_jsonl={path}: cannot read it '
+                      f'({type(e).__name__}: {e}).') from None
+
+
+_FIELD, _RECORD = '\x1f', '\x1e'
+
+
+def read_git_log(repo: str, hasher=None) -> Iterator[Commit]:
+  """Commits of `git log` in `repo` (merges excluded; .mailmap applied)."""
+  hasher = hasher or _AuthorHasher()
+  if not os.path.isdir(repo):
+    raise CorpusError(f'--git_repo={repo}: no such directory.')
+  try:
+    check = subprocess.run(['git', '-C', repo, 'rev-parse', '--git-dir'],
+                           capture_output=True, text=True, check=False)
+  except OSError as e:
+    raise CorpusError(f'--git_repo={repo}: cannot run git ({e}).') from None
+  if check.returncode:
+    raise CorpusError(f'--git_repo={repo}: not a git repository.')
+  fmt = _FIELD.join(['%H', '%aE', '%aI', '%B']) + _RECORD
+  proc = subprocess.run(
+      ['git', '-C', repo, 'log', '--no-merges', f'--format={fmt}'],
+      capture_output=True, check=False)
+  if proc.returncode:
+    error = proc.stderr.decode('utf-8', 'replace').strip().splitlines()
+    if any('does not have any commits' in line for line in error):
+      raise CorpusError(f'--git_repo={repo}: the repository has no commits.')
+    raise CorpusError(f'--git_repo={repo}: git log failed '
+                      f'({error[-1] if error else proc.returncode}).')
+  for record in proc.stdout.decode('utf-8', 'replace').split(_RECORD):
+    record = record.lstrip('\n')
+    if not record:
+      continue
+    commit, email, date, message = record.split(_FIELD, 3)
+    yield Commit(commit, hasher(email), date, message)
+
+
+# ---- Text cleaning and tokenization.
+
+_TRAILER_RE = re.compile(
+    r'^\s*([A-Za-z][A-Za-z0-9]*-)*(by|to|id|Id|ID)\s*:|'
+    r'^\s*(Cc|CC|Link|Links|Fixes|Bug|Closes|References|Change-Id|'
+    r'Message-Id|Message-ID|Cherry-picked-from|git-svn-id|Signed-off|'
+    r'Co-authored-by)\s*:', re.IGNORECASE)
+_MERGE_RE = re.compile(r'^Merge (branch|tag|remote-tracking branch|pull '
+                       r'request|commit|remote branch|branches|\') ')
+_DIFF_START_RE = re.compile(r'^(diff --git |--- a/|\+\+\+ b/|@@ |index '
+                            r'[0-9a-f]+\.\.|--- [^ ]+\t)')
+_URL_RE = re.compile(r'(https?|ftp|git|ssh)://\S+|\bwww\.\S+', re.IGNORECASE)
+_EMAIL_RE = re.compile(r'<?[\w.+-]+@[\w-]+(\.[\w-]+)+>?')
+_BULLET_RE = re.compile(r'^\s{0,3}([*+-]|\d+[.)])\s+')
+_SENTENCE_END_RE = re.compile(r'(?<=[.!?])\s+(?=\S)')
+_TOKEN_RE = re.compile(
+    r"[a-z0-9]+(?:[-_.][a-z0-9]+)*(?:'(?:t|s|re|ve|ll|d|m)\b)?|\S")
+_CONTRACTION_RE = re.compile(r"^(.+?)(n't|'s|'re|'ve|'ll|'d|'m)$")
+
+
+def tokenize(text: str) -> List[str]:
+  """StackOverflow-style tokens: lower case, punctuation split off.
+
+  Words keep inner hyphens, underscores and dots ("git-log", "foo.c",
+  "2.0"); every other non-space character is a token of its own; English
+  contractions split as in the Penn Treebank ("don't" -> "do", "n't").
+  """
+  text = text.lower().replace('\u2019', "'")
+  out = []
+  for token in _TOKEN_RE.findall(text):
+    match = _CONTRACTION_RE.match(token)
+    if match and token[0].isalnum():
+      out.extend(match.groups())
+    else:
+      out.append(token)
+  return out
+
+
+def _strip_inline(text: str) -> str:
+  return _EMAIL_RE.sub(' ', _URL_RE.sub(' ', text))
+
+
+def _paragraph_sentences(lines: Sequence[str]) -> Iterator[str]:
+  """Joins wrapped lines (bullets start anew) and splits at sentence ends."""
+  items: List[List[str]] = []
+  for line in lines:
+    if _BULLET_RE.match(line) or not items:
+      items.append([_BULLET_RE.sub('', line)])
+    else:
+      items[-1].append(line.strip())
+  for item in items:
+    text = ' '.join(part.strip() for part in item if part.strip())
+    for sentence in _SENTENCE_END_RE.split(text):
+      if sentence.strip():
+        yield sentence
+
+
+def _is_code_line(line: str) -> bool:
+  return line.startswith('\t') or line.startswith('    ')
+
+
+def message_sentences(message: str, *,
+                      min_tokens_per_sentence: int = 2) -> List[str]:
+  """A commit message's tokenized sentences (see the module docstring)."""
+  lines = message.replace('\r\n', '\n').split('\n')
+  if not lines or _MERGE_RE.match(lines[0]):
+    return []
+  kept: List[Optional[str]] = []   # None separates paragraphs.
+  in_diff = in_fence = False
+  for index, line in enumerate(lines):
+    # An indented line right after text continues it (a bullet's wrapped
+    # line); after a blank line or code it is code.
+    code = _is_code_line(line) and (not kept or kept[-1] is None)
+    stripped = line.strip()
+    if stripped.startswith('```'):
+      in_fence = not in_fence
+      kept.append(None)
+      continue
+    if in_fence:
+      continue
+    if _DIFF_START_RE.match(line):
+      in_diff = True
+    if in_diff:
+      if not stripped:
+        in_diff = False
+      continue
+    if stripped.startswith('-- >8 --') or stripped.startswith('--- >8 ---'):
+      break   # Scissors: what follows is a patch.
+    if (not stripped or stripped.startswith('>') or code or
+        (index > 0 and _TRAILER_RE.match(line))):
+      kept.append(None)
+      continue
+    kept.append(_strip_inline(line))
+  out = []
+  paragraph: List[str] = []
+  for line in kept + [None]:
+    if line is not None:
+      paragraph.append(line)
+      continue
+    for sentence in _paragraph_sentences(paragraph):
+      tokens = tokenize(sentence)
+      if len(tokens) >= min_tokens_per_sentence:
+        out.append(' '.join(tokens))
+    paragraph = []
+  return out
+
+
+_ADOC_MARKUP_RE = re.compile(
+    r'^(=+ |#+ |\[.*\]$|:[\w-]+:|\.[A-Za-z]|ifdef::|endif::|ifndef::|'
+    r'include::|image::|//|\|===|\+$|[-=~^`*_.]{3,}$)')
+
+
+def document_sentences(text: str, *,
+                       min_tokens_per_sentence: int = 3) -> List[str]:
+  """A documentation file's tokenized sentences.
+
+  Headings become sentences of their own; AsciiDoc / Markdown directives,
+  attribute lines, tables, delimited and indented blocks are dropped; the
+  remaining paragraphs are cut as commit bodies are.
+  """
+  out: List[str] = []
+  paragraph: List[str] = []
+  in_block = False
+
+  def flush():
+    for sentence in _paragraph_sentences(paragraph):
+      tokens = tokenize(re.sub(r'[`*_]{1,2}|linkgit:|<[^>]*>', ' ',
+                               sentence))
+      if len(tokens) >= min_tokens_per_sentence:
+        out.append(' '.join(tokens))
+    paragraph.clear()
+
+  for line in text.replace('\r\n', '\n').split('\n'):
+    stripped = line.strip()
+    if re.fullmatch(r'(-{4,}|\.{4,}|`{3}.*|~{4,}|={4,}|\*{4,})', stripped):
+      in_block = not in_block
+      flush()
+      continue
+    if in_block:
+      continue
+    if not stripped or _is_code_line(line) or stripped.startswith('|'):
+      flush()
+      continue
+    if _ADOC_MARKUP_RE.match(stripped):
+      flush()
+      heading = re.match(r'^(=+|#+)\s+(.*)$', stripped)
+      if heading:
+        paragraph.append(heading.group(2))
+        flush()
+      continue
+    paragraph.append(_strip_inline(stripped))
+  flush()
+  return out
+
+
+def read_docs_jsonl(path: str) -> Iterator[Dict[str, str]]:
+  """Documents of a JSON-lines export (`path`, `text`); maybe compressed."""
+  if not os.path.isfile(path):
+    raise CorpusError(f'--docs_jsonl={path}: no such file.')
+  try:
+    with _open_text(path) as f:
+      for number, line in enumerate(f, 1):
+        if not line.strip():
+          continue
+        try:
+          obj = json.loads(line)
+        except ValueError as e:
+          raise CorpusError(f'--docs_jsonl={path}, line {number}: not JSON '
+                            f'({e}).') from None
+        if not isinstance(obj, dict) or not isinstance(obj.get('text'), str):
+          raise CorpusError(f'--docs_jsonl={path}, line {number}: expected '
+                            f'an object with a string "text".')
+        yield dict(path=str(obj.get('path', number)), text=obj['text'])
+  except (OSError, EOFError, lzma.LZMAError, UnicodeDecodeError) as e:
+    raise CorpusError(f'--docs_jsonl={path}: cannot read it '
+                      f'({type(e).__name__}: {e}).') from None
+
+
+def read_docs_dir(root: str) -> Iterator[Dict[str, str]]:
+  """Text documents under `root` (by extension; .git skipped), sorted."""
+  if not os.path.isdir(root):
+    raise CorpusError(f'--docs_dir={root}: no such directory.')
+  paths = []
+  for folder, dirs, files in os.walk(root):
+    dirs[:] = sorted(d for d in dirs if not d.startswith('.'))
+    for name in files:
+      if os.path.splitext(name)[1].lower() in DOC_EXTENSIONS and (
+          not name.startswith('.')):
+        paths.append(os.path.join(folder, name))
+  for path in sorted(paths):
+    try:
+      with open(path, encoding='utf-8') as f:
+        text = f.read()
+    except (UnicodeDecodeError, OSError):
+      continue   # Binary or unreadable: not prose.
+    yield dict(path=os.path.relpath(path, root), text=text)
+
+
+# ---- Building the database.
+
+
+@dataclasses.dataclass
+class BuildSettings:
+  """How commits become a federated corpus (the binary's flags)."""
+  seed: int = 0
+  split: str = 'random'
+  heldout_fraction: float = 0.1
+  test_fraction: float = 0.1
+  min_examples_per_client: int = 5
+  min_tokens_per_sentence: int = 2
+  since: Optional[str] = None
+  until: Optional[str] = None
+
+  def validate(self):
+    checks.check_int(self.seed, '--seed', minimum=0)
+    if self.split not in SPLIT_MODES:
+      raise CorpusError(f'--split={self.split!r}: use one of '
+                        f'{", ".join(SPLIT_MODES)}.')
+    for name in ('heldout_fraction', 'test_fraction'):
+      checks.check_float(getattr(self, name), f'--{name}', minimum=0.0,
+                         maximum=0.5, strict_minimum=True)
+    checks.check_int(self.min_examples_per_client,
+                     '--min_examples_per_client', minimum=1)
+    checks.check_int(self.min_tokens_per_sentence,
+                     '--min_tokens_per_sentence', minimum=1)
+    for name in ('since', 'until'):
+      value = getattr(self, name)
+      if value is not None and not re.fullmatch(r'\d{4}-\d\d-\d\d.*', value):
+        raise CorpusError(f'--{name}={value!r}: expected a date '
+                          f'YYYY-MM-DD.')
+
+
+@dataclasses.dataclass
+class _Author:
+  first_date: str
+  first_commit: str
+  sentences: List[tuple]   # (date, tokens)
+
+
+def group_by_author(commits: Iterable[Commit], settings: BuildSettings
+                    ) -> Dict[str, _Author]:
+  """Salted author digest -> the author's sentences, in the date range."""
+  authors: Dict[str, _Author] = {}
+  count = 0
+  for c in commits:
+    count += 1
+    day = c.date[:10]
+    if settings.since and day < settings.since[:10]:
+      continue
+    if settings.until and day >= settings.until[:10]:
+      continue
+    sentences = message_sentences(
+        c.message, min_tokens_per_sentence=settings.min_tokens_per_sentence)
+    author = authors.get(c.author_key)
+    if author is None:
+      author = authors[c.author_key] = _Author(c.date, c.commit, [])
+    elif (c.date, c.commit) < (author.first_date, author.first_commit):
+      author.first_date, author.first_commit = c.date, c.commit
+    author.sentences.extend((c.date, s) for s in sentences)
+  if count == 0:
+    raise CorpusError('The history has no commits.')
+  return authors
+
+
+def assign_splits(authors: Dict[str, _Author], settings: BuildSettings
+                  ) -> Dict[str, List[_Author]]:
+  """Kept authors (enough sentences) by split, in client-id order."""
+  kept = sorted((a for a in authors.values()
+                 if len(a.sentences) >= settings.min_examples_per_client),
+                key=lambda a: (a.first_date, a.first_commit))
+  n = len(kept)
+  n_heldout = max(1, int(round(settings.heldout_fraction * n)))
+  n_test = max(1, int(round(settings.test_fraction * n)))
+  if n - n_heldout - n_test < 1:
+    raise CorpusError(
+        f'Only {n} author(s) have at least --min_examples_per_client='
+        f'{settings.min_examples_per_client} sentences: too few for train, '
+        f'heldout and test splits (lower --min_examples_per_client or use '
+        f'a longer history).')
+  if settings.split == 'random':
+    order = np.random.default_rng(settings.seed).permutation(n)
+    kept = [kept[i] for i in order]
+  n_train = n - n_heldout - n_test
+  return dict(train=kept[:n_train],
+              heldout=kept[n_train:n_train + n_heldout],
+              test=kept[n_train + n_heldout:])
+
+
+def _example(tokens: str, date: str) -> bytes:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  def b(s):
+    return tf.train.Feature(bytes_list=tf.train.BytesList(
+        value=[s.encode('utf-8')]))
+  return tf.train.Example(features=tf.train.Features(feature={
+      'creation_date': b(date), 'score': tf.train.Feature(
+          int64_list=tf.train.Int64List(value=[0])),
+      'tags': b(''), 'title': b(''), 'tokens': b(tokens),
+      'type': b('commit')})).SerializeToString()
+
+
+def _percentiles(sizes: Sequence[int]) -> Dict[str, float]:
+  if not sizes:
+    return {}
+  arr = np.asarray(sizes)
+  return dict(min=int(arr.min()), median=float(np.median(arr)),
+              mean=round(float(arr.mean()), 1),
+              p90=float(np.percentile(arr, 90)), max=int(arr.max()))
+
+
+def write_database(output_dir: str, splits: Dict[str, List[_Author]],
+                   vocab_size_for_coverage: int = 10000) -> Dict:
+  """Writes the database and word counts; returns the corpus statistics."""
+  os.makedirs(output_dir, exist_ok=True)
+  path = data.database_path(output_dir)
+  tmp = path + '.tmp'
+  for stale in (tmp, tmp + '-journal'):
+    if os.path.exists(stale):
+      os.remove(stale)
+  con = sqlite3.connect(tmp)
+  word_counts: collections.Counter = collections.Counter()
+  split_counts: Dict[str, collections.Counter] = {}
+  stats: Dict[str, Dict] = {}
+  try:
+    con.execute('CREATE TABLE examples (split_name TEXT NOT NULL, '
+                'client_id TEXT NOT NULL, '
+                'serialized_example_proto BLOB NOT NULL);')
+    con.execute('CREATE TABLE client_metadata (client_id TEXT NOT NULL, '
+                'split_name TEXT NOT NULL, num_examples INTEGER NOT NULL);')
+    number = 0
+    for split in data.SPLITS:
+      counter = split_counts[split] = collections.Counter()
+      sizes, tokens = [], 0
+      for author in splits[split]:
+        number += 1
+        cid = f'{number:08d}'
+        rows = [(split, cid, _example(s, date))
+                for date, s in sorted(author.sentences)]
+        for _, s in author.sentences:
+          words = s.split(' ')
+          counter.update(words)
+          tokens += len(words)
+        con.executemany('INSERT INTO examples VALUES (?, ?, ?)', rows)
+        con.execute('INSERT INTO client_metadata VALUES (?, ?, ?)',
+                    (cid, split, len(rows)))
+        sizes.append(len(rows))
+      stats[split] = dict(clients=len(sizes), sentences=int(sum(sizes)),
+                          tokens=tokens,
+                          sentences_per_client=_percentiles(sizes))
+    word_counts = split_counts['train']
+    con.execute('CREATE INDEX examples_client ON examples '
+                '(client_id, split_name);')
+    con.commit()
+  finally:
+    con.close()
+  ranked = sorted(word_counts.items(), key=lambda kv: (-kv[1], kv[0]))
+  counts_path = os.path.join(output_dir, data.WORD_COUNTS_NAME)
+  with open(counts_path + '.tmp', 'w', encoding='utf-8') as f:
+    for word, count in ranked:
+      f.write(f'{word} {count}\n')
+  os.replace(counts_path + '.tmp', counts_path)
+  os.replace(tmp, path)
+  vocab = {w for w, _ in ranked[:vocab_size_for_coverage]}
+  coverage = {}
+  for split, counter in split_counts.items():
+    total = sum(counter.values())
+    covered = sum(c for w, c in counter.items() if w in vocab)
+    coverage[split] = covered / total if total else float('nan')
+  return dict(splits=stats, distinct_train_words=len(ranked),
+              coverage_vocab_size=vocab_size_for_coverage,
+              vocab_coverage=coverage)
+
+
+def write_public_text(output_dir: str, documents: Iterable[Dict[str, str]],
+                      min_tokens_per_sentence: int = 3) -> Dict:
+  """public_text.txt: every document's sentences, one a line."""
+  path = os.path.join(output_dir, PUBLIC_TEXT_NAME)
+  files = sentences = tokens = 0
+  with open(path + '.tmp', 'w', encoding='utf-8') as f:
+    for doc in documents:
+      files += 1
+      for s in document_sentences(
+          doc['text'], min_tokens_per_sentence=min_tokens_per_sentence):
+        f.write(s + '\n')
+        sentences += 1
+        tokens += s.count(' ') + 1
+  os.replace(path + '.tmp', path)
+  if sentences == 0:
+    raise CorpusError(f'The documentation ({files} file(s)) has no '
+                      f'sentences.')
+  return dict(files=files, sentences=sentences, tokens=tokens, path=path)
+
+
+def build(output_dir: str, commits: Iterable[Commit],
+          settings: BuildSettings, *,
+          documents: Optional[Iterable[Dict[str, str]]] = None,
+          source: Optional[Dict] = None) -> Dict:
+  """Builds the corpus in `output_dir`; returns its statistics.
+
+  Also writes `corpus.json` (the settings, the source and the statistics;
+  no identity). With `documents`, the public text and its TFDS dataset.
+  """
+  settings.validate()
+  authors = group_by_author(commits, settings)
+  splits = assign_splits(authors, settings)
+  stats = write_database(output_dir, splits)
+  stats['authors'] = len(authors)
+  stats['authors_dropped'] = len(authors) - sum(
+      len(v) for v in splits.values())
+  if documents is not None:
+    stats['public_text'] = write_public_text(output_dir, documents)
+    from dpftrl_tff import public_corpus  # pylint: disable=g-import-not-at-top
+    builder = public_corpus.public_text_builder(output_dir, prepare=True)
+    stats['public_text']['tfds_data_dir'] = os.path.abspath(
+        builder.data_dir_root)
+  record = dict(settings=dataclasses.asdict(settings), source=source or {},
+                stats=stats)
+  from dpftrl_tff import strict_json  # pylint: disable=g-import-not-at-top
+  strict_json.write(os.path.join(output_dir, CORPUS_RECORD_NAME), record)
+  return stats
