@@ -173,6 +173,11 @@ class TrainConfig:
       resumable=True)
   rounds_per_checkpoint: int = _field(
       10, 'Checkpoint every this many rounds.', resumable=True)
+  allow_changed_learning_rates: bool = _field(
+      False, 'On resume, accept --client_lr, --server_lr and '
+      '--server_momentum other than the run started with (e.g. after it '
+      'diverged): the new values apply from the resumed round on and are '
+      'recorded in hparams.json. Off: a change is refused.', resumable=True)
   debug_measurements: bool = _field(
       True, 'Record client update norm statistics (simulation '
       'diagnostics).')
@@ -257,6 +262,9 @@ class TrainConfig:
         self.participation, num_clients=num_clients,
         report_goal=self.clients_per_round, seed=self.seed,
         min_sep_groups=self.min_sep_groups, timer=self.timer_settings())
+
+
+LEARNING_RATE_FIELDS = ('client_lr', 'server_lr', 'server_momentum')
 
 
 def resumable_fields():

@@ -8,6 +8,7 @@ absl's `--verbosity=1` (or `-v 1`) shows them all again.
 """
 
 import errno
+import math
 import os
 import sys
 import warnings
@@ -15,6 +16,8 @@ from typing import Any, Callable, Dict, Sequence
 
 from absl import flags
 from absl import logging
+
+from dpftrl_tff import divergence
 
 
 def warn(message: str):
@@ -63,10 +66,15 @@ def run_main(run: Callable[[], Any], argv: Sequence[str],
   quiet_libraries()
   try:
     run()
-  except KeyboardInterrupt:
-    error('interrupted; the run keeps its last checkpoint (re-run the same '
+  except KeyboardInterrupt as e:
+    error(f'interrupted; {e}' if str(e) else
+          'interrupted; the run keeps its last checkpoint (re-run the same '
           'command to resume).')
     return 130
+  except divergence.DivergenceError as e:
+    logging.debug('Diverged', exc_info=True)
+    error(str(e))
+    return 3
   except (ValueError, OSError) as e:
     logging.debug('Refused', exc_info=True)
     error(str(e) if isinstance(e, ValueError) else describe_os_error(e))
@@ -88,6 +96,16 @@ def describe_os_error(e: OSError) -> str:
   return f'cannot use{where}: {reason}{hint}.'
 
 
+def number(value: Any, spec: str = '.4f') -> str:
+  """`value` formatted with `spec`; 'nan' when it is absent or not finite
+  (never a made-up number)."""
+  try:
+    value = float(value)
+  except (TypeError, ValueError):
+    return 'nan'
+  return format(value, spec) if math.isfinite(value) else 'nan'
+
+
 def _noise_text(privacy: Dict[str, Any]) -> str:
   if privacy.get('mechanism') == 'blt':
     return 'BLT noise'
@@ -102,10 +120,11 @@ def summary_text(summary: Dict[str, Any]) -> str:
   final = summary.get('final_eval')
   if final:
     lines.append(
-        f'Final eval in-vocab accuracy: {final["in_vocab_accuracy"]:.4f} '
-        f'(loss {final["loss"]:.4f}) after {summary["rounds"]} rounds; '
-        f'unigram baseline (always the most frequent word) '
-        f'{summary["unigram_baseline_accuracy"]:.4f}')
+        f'Final eval in-vocab accuracy: '
+        f'{number(final.get("in_vocab_accuracy"))} '
+        f'(loss {number(final.get("loss"))}) after {summary["rounds"]} '
+        f'rounds; unigram baseline (always the most frequent word) '
+        f'{number(summary.get("unigram_baseline_accuracy"))}')
   privacy = summary.get('privacy')
   if privacy is None:
     lines.append('Privacy: none (--aggregator=none or --noise_multiplier=0).')

@@ -71,5 +71,28 @@ class NumTokens(tf.keras.metrics.Sum):
         tf.reduce_sum(tf.cast(tf.not_equal(y_true, 0), tf.float32)))
 
 
+class NumClients(tf.keras.metrics.Metric):
+  """1 on a client that trained; summed by TFF, the round's finite clients.
+
+  TFF resets the metrics of a client whose update is not finite
+  (`model_delta_client_work`), so the sum over the cohort counts the
+  clients whose update was kept (`divergence.nonfinite_clients`).
+  """
+
+  def __init__(self, name='num_clients', **kwargs):
+    super().__init__(name=name, **kwargs)
+    self.count = self.add_weight(name='count', initializer='zeros')
+
+  def update_state(self, y_true, y_pred, sample_weight=None):
+    del y_true, y_pred, sample_weight
+    return self.count.assign(1.0)
+
+  def result(self):
+    return tf.identity(self.count)
+
+  def reset_state(self):
+    self.count.assign(0.0)
+
+
 def build_metrics(vocab_size: int):
-  return [InVocabAccuracy(vocab_size), NumTokens()]
+  return [InVocabAccuracy(vocab_size), NumTokens(), NumClients()]

@@ -127,8 +127,35 @@ def _at_exit():
   _forget_tff_workers()
 
 
+_stop_note = None
+
+
+def set_stop_note(note):
+  """`note()` is printed when a signal stops the process (None: nothing).
+
+  Training sets it to say at which round the run stopped and which
+  checkpoint it keeps.
+  """
+  global _stop_note
+  _stop_note = note
+
+
+def stop_note() -> str:
+  """The current stop note's text, or ''."""
+  if _stop_note is None:
+    return ''
+  try:
+    return _stop_note()
+  except Exception:  # pylint: disable=broad-except
+    return ''
+
+
 def _on_signal(signum, frame):
   del frame
+  note = stop_note()
+  if note:
+    print(f'error: stopped by signal {signal.Signals(signum).name}; {note}',
+          file=sys.stderr, flush=True)
   shutdown_workers()
   signal.signal(signum, signal.SIG_DFL)
   os.kill(os.getpid(), signum)

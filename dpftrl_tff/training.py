@@ -28,6 +28,7 @@ import tree
 from dpftrl_tff import accounting
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import data
+from dpftrl_tff import divergence
 from dpftrl_tff import loop
 from dpftrl_tff import metrics as lm_metrics
 from dpftrl_tff import models
@@ -35,6 +36,7 @@ from dpftrl_tff import participation
 from dpftrl_tff import pretrained
 from dpftrl_tff import progress
 from dpftrl_tff import run_directory
+from dpftrl_tff import runtime
 from dpftrl_tff import tff_compat
 from dpftrl_tff.tff_compat import resident
 from dpftrl_tff.aggregators import registry
@@ -388,6 +390,9 @@ def _round_row(config, result: loop.RoundResult, clip_in_force):
       'train_in_vocab_accuracy': float(train_metrics['in_vocab_accuracy']),
       'server_update_norm': result.update_norm,
       'round_seconds': result.seconds,
+      'nonfinite_clients': divergence.nonfinite_clients(
+          len(result.cohort), train_metrics.get('num_clients')),
+      'server_update_rejected': flat.get('finalizer/update_non_finite'),
   }
   for key, value in flat.items():
     if key.startswith('aggregator/'):
@@ -409,6 +414,42 @@ def _round_row(config, result: loop.RoundResult, clip_in_force):
   if result.participation is not None:
     row.update(result.participation.as_row())
   return row, clip_in_force
+
+
+def _changed_learning_rates(config: TrainConfig,
+                            previous: Optional[Dict]) -> Dict[str, List]:
+  """{field: [old, new]} of the learning rates a resumed run changes."""
+  if not previous:
+    return {}
+  return {f: [previous.get(f), getattr(config, f)]
+          for f in config_lib.LEARNING_RATE_FIELDS
+          if previous.get(f) is not None and
+          previous.get(f) != getattr(config, f)}
+
+
+def _set_changed_learning_rates(process, state, config: TrainConfig,
+                                previous: Optional[Dict], start_round: int,
+                                print_fn):
+  """The checkpointed state with the learning rates of `config`.
+
+  TFF keeps the optimizers' hyperparameters in the server state, so a
+  checkpoint restores the old ones; with --allow_changed_learning_rates
+  (checked by `train`) the new ones are set through the process's
+  `set_hparams`.
+  """
+  changed = _changed_learning_rates(config, previous)
+  if not changed:
+    return state
+  hparams = process.get_hparams(state)
+  hparams['client_work']['learning_rate'] = config.client_lr
+  hparams['finalizer']['learning_rate'] = config.server_lr
+  hparams['finalizer']['momentum'] = config.server_momentum
+  text = ', '.join(f'--{k} {old:g} -> {new:g}'
+                   for k, (old, new) in changed.items())
+  print_fn(f'Changed learning rates from round {start_round + 1} on: '
+           f'{text} (--allow_changed_learning_rates; recorded in '
+           f'{HPARAMS_FILE}).')
+  return process.set_hparams(state, hparams)
 
 
 def plan_blt(config: TrainConfig, num_clients: int):
@@ -521,8 +562,11 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
         config.seed = previous.get('seed')
       current = dict(dataclasses.asdict(config),
                      data=data_description or {})
-      diffs = run_directory.identity_differences(
-          previous, current, config_lib.resumable_fields())
+      resumable = config_lib.resumable_fields()
+      if config.allow_changed_learning_rates:
+        resumable += config_lib.LEARNING_RATE_FIELDS
+      diffs = run_directory.identity_differences(previous, current,
+                                                 resumable)
       if diffs:
         raise run_directory.RunDirectoryError(
             f'Output directory {output_dir} holds another run '
@@ -584,6 +628,8 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
     if leaves is not None:
       state = tree.unflatten_as(state, leaves)
       print_fn(f'Resuming {run_dir.path} from round {start_round}.')
+      state = _set_changed_learning_rates(process, state, config, previous,
+                                          start_round, print_fn)
   # TFF's workers build the cohort's datasets from their client round keys.
   by_client_id = taking_client_ids(process, train_data, preprocess)
   # Locally, the state stays in TFF's worker between rounds
@@ -595,7 +641,9 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
   hparams = dict(dataclasses.asdict(config), data=data_description or {})
   hparams[run_directory.PROVENANCE_KEY] = (
       (previous or {}).get(run_directory.PROVENANCE_KEY, []) +
-      [dict(provenance(), resumed_from_round=start_round)])
+      [dict(provenance(), resumed_from_round=start_round,
+            changed_learning_rates=_changed_learning_rates(config,
+                                                           previous))])
   run_dir.claim(hparams)   # The run has started: the directory is its own.
   if config.aggregator == 'dp_ftrl_blt':
     _record_blt(config, run_dir, print_fn)
@@ -621,6 +669,10 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
   if writer.rows and writer.rows[-1].get('clip_norm_next_round'):
     clip_in_force = float(writer.rows[-1]['clip_norm_next_round'])
   last_eval: Dict[str, float] = {}
+  watch = divergence.ExplosionWatch(
+      lambda message: print_fn(f'warning: {message}'),
+      divergence.first_loss(writer.rows))
+  last_done = start_round
   end_round = config.total_rounds
   if stop_after_round is not None:
     end_round = min(end_round, stop_after_round)
@@ -630,9 +682,20 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
   started = datetime.datetime.now()
 
   def on_round(new_state, result: loop.RoundResult):
-    nonlocal clip_in_force, last_eval
+    nonlocal clip_in_force, last_eval, last_done
     row, clip_in_force = _round_row(config, result, clip_in_force)
     done = result.round_num + 1
+    try:
+      divergence.check_round(
+          done, train_loss=row['train_loss'],
+          update_norm=result.update_norm, cohort_size=len(result.cohort),
+          nonfinite=row['nonfinite_clients'],
+          server_rejected=row['server_update_rejected'],
+          checkpoint_round=run_dir.latest_checkpoint_round())
+    except divergence.DivergenceError:
+      writer.write(row)   # The diverged round stays visible (as nan).
+      raise
+    watch.update(done, row['train_loss'])
     evaluated = (done % config.rounds_per_eval == 0 or
                  done == config.total_rounds)
     if evaluated:
@@ -643,9 +706,11 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
       row['eval_in_vocab_accuracy'] = last_eval['in_vocab_accuracy']
     writer.write(row)
     if done % config.rounds_per_checkpoint == 0 or done == end_round:
-      run_dir.save_checkpoint(tree.flatten(runner.materialize(new_state)),
-                              done)
+      leaves = tree.flatten(runner.materialize(new_state))
+      divergence.check_state(leaves, done)
+      run_dir.save_checkpoint(leaves, done)
       writer.plot()
+    last_done = done
     eval_text = (f' eval_acc {row["eval_in_vocab_accuracy"]:.4f}'
                  if evaluated else '')
     bar.update(done, result.seconds,
@@ -653,11 +718,22 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
                f'acc {row["train_in_vocab_accuracy"]:.4f}{eval_text}',
                force=evaluated)
 
+  def stop_note():
+    checkpoint = run_dir.latest_checkpoint_round()
+    kept = (f'it keeps its last checkpoint (round {checkpoint})' if
+            checkpoint else 'it has no checkpoint yet')
+    return (f'the run stopped after round {last_done} of '
+            f'{config.total_rounds}; {kept}: re-run the same command to '
+            f'resume.')
+
+  runtime.set_stop_note(stop_note)
   try:
     state = loop.run_rounds(
         runner=runner, sampler=sampler, client_ids=client_ids, log=log,
         client_data_fn=client_data_fn, state=state, start_round=start_round,
         end_round=end_round, on_round=on_round)
+  except KeyboardInterrupt:
+    raise KeyboardInterrupt(stop_note()) from None
   except workers_lib.WorkerError as e:
     done = int(writer.rows[-1]['round']) if writer.rows else start_round
     checkpoint = run_dir.latest_checkpoint_round()
@@ -669,6 +745,7 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
         f'to resume, or pass --on_worker_failure=continue to go on without '
         f'it.', e.workers) from None
   finally:
+    runtime.set_stop_note(None)
     bar.close()
   weights = process.get_model_weights(runner.materialize(state)).trainable
   run_dir.write_final_weights(weights)

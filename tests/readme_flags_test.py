@@ -1,4 +1,4 @@
-"""The README's flag table lists every flag of the training binary."""
+"""docs/flags.md lists every flag of the training binary."""
 
 import os
 import re
@@ -24,7 +24,7 @@ def _defined_flags():
 class ReadmeFlagsTest(absltest.TestCase):
 
   def test_every_training_flag_is_in_the_readme_table(self):
-    with open(os.path.join(fixtures.ROOT, 'README.md'),
+    with open(os.path.join(fixtures.ROOT, 'docs', 'flags.md'),
               encoding='utf-8') as f:
       listed = set(re.findall(r'^\| `--([a-z0-9_]+)` \|', f.read(),
                               flags=re.MULTILINE))
@@ -32,9 +32,9 @@ class ReadmeFlagsTest(absltest.TestCase):
     self.assertGreater(len(defined), 20)
     self.assertEqual(sorted(defined - listed), [],
                      'flags of experiments/run_stackoverflow.py missing from '
-                     'the README flag table')
+                     'docs/flags.md')
     self.assertEqual(sorted(listed - defined), [],
-                     'README lists flags the binary does not define')
+                     'docs/flags.md lists flags the binary does not define')
 
 
 if __name__ == '__main__':
