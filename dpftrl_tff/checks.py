@@ -70,3 +70,13 @@ def check_probability(value: Any, name: str) -> float:
   """A number strictly between 0 and 1."""
   return check_float(value, name, minimum=0.0, maximum=1.0,
                      strict_minimum=True, strict_maximum=True)
+
+
+def check_name(value: Any, name: str) -> str:
+  """A directory name of one path component (no '/', not '.' or '..')."""
+  if (not isinstance(value, str) or not value.strip() or '/' in value or
+      '\\' in value or value in ('.', '..') or '\0' in value):
+    raise ValueError(f'{name}={value!r}: must be one directory name (no '
+                     f'"/", not "." or ".."), so the run stays inside '
+                     f'--root_output_dir.')
+  return value

@@ -16,6 +16,7 @@ run skips the batches already seen and ends where an uninterrupted run
 ends) plus `pretrained_weights.npz` and `pretrained.json`.
 """
 
+import csv
 import dataclasses
 import datetime
 import os
@@ -50,6 +51,23 @@ class PretrainConfig:
     checks.check_int(self.shuffle_buffer_size, '--shuffle_buffer_size',
                      minimum=1)
     checks.check_int(self.seed, '--seed', minimum=0)
+
+
+METRICS_FILE = 'pretrain_metrics.csv'
+
+
+def _read_rows(path: str, last_step: int):
+  """The metrics rows of steps <= last_step already written (resume)."""
+  if not os.path.isfile(path):
+    return []
+  with open(path, newline='', encoding='utf-8') as f:
+    rows = []
+    for row in csv.DictReader(f):
+      if int(row['step']) > last_step:
+        break
+      rows.append({k: (int(v) if k == 'step' else float(v))
+                   for k, v in row.items() if v not in ('', None)})
+  return rows
 
 
 def batches(sentences: tf.data.Dataset, vocab: Sequence[str], *,
@@ -152,7 +170,8 @@ def pretrain(train_config, pretrain_config: PretrainConfig, *,
     bar = progress.Progress(pretrain_config.steps, start,
                             stream=progress_stream, unit='step',
                             print_fn=None if print_fn is print else print_fn)
-    rows, last_eval = [], {}
+    metrics_path = run_dir.file(METRICS_FILE)
+    rows, last_eval = _read_rows(metrics_path, start), {}
     started = datetime.datetime.now()
     end = pretrain_config.steps
     if stop_after_step is not None:
@@ -175,6 +194,8 @@ def pretrain(train_config, pretrain_config: PretrainConfig, *,
         if (step % pretrain_config.steps_per_checkpoint == 0 or
             step == end):
           run_dir.save_checkpoint([v.numpy() for v in state], step)
+          # With its checkpoint: a kill keeps the loss history up to it.
+          run_directory.write_csv_atomic(metrics_path, rows)
         eval_text = (f' eval_acc {last_eval["in_vocab_accuracy"]:.4f}'
                      if evaluated else '')
         bar.update(step, (datetime.datetime.now() - tick).total_seconds(),
@@ -182,8 +203,7 @@ def pretrain(train_config, pretrain_config: PretrainConfig, *,
     finally:
       bar.close()
     if rows:
-      run_directory.write_csv_atomic(
-          run_dir.file(f'pretrain_metrics_from_step_{start}.csv'), rows)
+      run_directory.write_csv_atomic(metrics_path, rows)
     if step < end:
       raise ValueError(f'The corpus ran out after {step} steps.')
     if step < pretrain_config.steps:

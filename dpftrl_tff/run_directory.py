@@ -63,6 +63,32 @@ def write_json_atomic(path: str, value: Any):
   strict_json.write(path, value)
 
 
+@contextlib.contextmanager
+def _atomic(path: str, mode: str = 'w', sync: bool = True):
+  """A file at a temporary name, renamed over `path` when the block ends.
+
+  A failed write (a full disk) removes the temporary, so nothing is left
+  filling the disk, and raises an OSError that names `path`.
+  """
+  tmp = _tmp_path(path)
+  try:
+    kwargs = {} if 'b' in mode else dict(encoding='utf-8', newline='')
+    with open(tmp, mode, **kwargs) as f:
+      yield f
+      f.flush()
+      if sync:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+  except OSError as e:
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
+    raise OSError(e.errno, e.strerror or str(e), path) from None
+  except BaseException:
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
+    raise
+
+
 def write_csv_atomic(path: str, rows: Sequence[Dict[str, Any]]):
   """Writes dict rows to a CSV atomically.
 
@@ -70,12 +96,10 @@ def write_csv_atomic(path: str, rows: Sequence[Dict[str, Any]]):
   missing from a row is an empty cell).
   """
   fields = list(dict.fromkeys(k for row in rows for k in row))
-  tmp = _tmp_path(path)
-  with open(tmp, 'w', newline='', encoding='utf-8') as f:
+  with _atomic(path, sync=False) as f:
     writer = csv.DictWriter(f, fieldnames=fields)
     writer.writeheader()
     writer.writerows(rows)
-  os.replace(tmp, path)
 
 
 def _read_json(path: str) -> Optional[Dict[str, Any]]:
@@ -209,12 +233,8 @@ class RunDirectory:
     folder = self.file(CHECKPOINT_DIR)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f'round_{round_num}.npz')
-    tmp = _tmp_path(path)
-    with open(tmp, 'wb') as f:
+    with _atomic(path, 'wb') as f:
       np.savez(f, *[np.asarray(x) for x in leaves])
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(tmp, path)
     for old in self._checkpoint_rounds()[:-keep]:
       os.remove(os.path.join(folder, f'round_{old}.npz'))
 
@@ -255,11 +275,8 @@ class RunDirectory:
     write_json_atomic(self.file(SUMMARY_FILE), summary)
 
   def write_final_weights(self, weights: Sequence[Any]):
-    path = self.file(FINAL_WEIGHTS_FILE)
-    tmp = _tmp_path(path)
-    with open(tmp, 'wb') as f:
+    with _atomic(self.file(FINAL_WEIGHTS_FILE), 'wb', sync=False) as f:
       np.savez(f, *[np.asarray(w) for w in weights])
-    os.replace(tmp, path)
 
 
 class MetricsWriter:
@@ -302,12 +319,10 @@ class MetricsWriter:
       for k in r:
         if k not in fields:
           fields.append(k)
-    tmp = _tmp_path(self.path)
-    with open(tmp, 'w', newline='', encoding='utf-8') as f:
+    with _atomic(self.path, sync=False) as f:
       writer = csv.DictWriter(f, fieldnames=fields, restval='')
       writer.writeheader()
       writer.writerows(self.rows)
-    os.replace(tmp, self.path)
     self._write_tb(row)
     self.tb.flush()
 

@@ -41,13 +41,18 @@ def dumps(value: Any, **kwargs) -> str:
 
 def write(path: str, value: Any, *, indent: int = 2):
   """Writes strict JSON to a temporary file, fsyncs it, renames it."""
+  text = dumps(value, indent=indent, sort_keys=True)
   tmp = f'{path}.tmp-{os.getpid()}'
   try:
     with open(tmp, 'w', encoding='utf-8') as f:
-      f.write(dumps(value, indent=indent, sort_keys=True))
+      f.write(text)
       f.flush()
       os.fsync(f.fileno())
     os.replace(tmp, path)
+  except OSError as e:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise OSError(e.errno, e.strerror or str(e), path) from None
   except BaseException:
     if os.path.exists(tmp):
       os.remove(tmp)

@@ -23,6 +23,7 @@ convention); the population caps it at floor(population / m) - 1.
 """
 
 import sys
+import time
 
 from absl import app
 from absl import flags
@@ -31,6 +32,7 @@ import numpy as np
 from dpftrl_tff import accounting
 from dpftrl_tff import strict_json
 from dpftrl_tff import participation
+from dpftrl_tff import progress as progress_lib
 
 _POPULATION = flags.DEFINE_integer('population', None,
                                    'Estimated population (devices).')
@@ -124,10 +126,33 @@ def _target_zcdp():
   return None
 
 
+class _SimulationProgress:
+  """Progress with an ETA on stderr for simulations that take a while.
+
+  Silent for the first 5 s of a simulation, then a line at most every 10 s.
+  """
+
+  def __init__(self, label: str):
+    self.label = label
+    self.started = time.monotonic()
+    self.last = self.started
+
+  def __call__(self, done: int, total: int):
+    now = time.monotonic()
+    if now - self.started < 5 or now - self.last < 10:
+      return
+    self.last = now
+    eta = (now - self.started) / done * (total - done)
+    print(f'{self.label}: round {done:,}/{total:,}, ETA '
+          f'{progress_lib.format_seconds(eta)}', file=sys.stderr, flush=True)
+
+
 def plan():
   """Runs the simulations the flags ask for; returns the report dict."""
   if _POPULATION.value is None:
     raise ValueError('--population is required.')
+  if _POPULATION.value < 1:
+    raise ValueError(f'--population must be >= 1, got {_POPULATION.value}.')
   report_goals = _parse_list(_REPORT_GOALS.value, 'report_goals', int, 1)
   timers = _parse_list(_TIMERS.value, 'timer_hours', float, 1e-9)
   if _MODEL.value != 'timer':
@@ -149,7 +174,11 @@ def plan():
                      seed=_SEED.value, round_minutes=_ROUND_MINUTES.value,
                      daily_active_fraction=_ACTIVE.value,
                      availability_hours=_WINDOW.value,
-                     shortfall=_SHORTFALL.value)
+                     shortfall=_SHORTFALL.value,
+                     progress=_SimulationProgress(
+                         f'Simulating report goal {m}' + (
+                             f', timer {hours:g} h'
+                             if _MODEL.value == 'timer' else '')))
       sim.update(privacy(sim, z, _DELTA.value))
       if target is not None:
         sim['meets_target'] = sim['zcdp'] <= target
@@ -167,11 +196,17 @@ def plan():
     else:
       largest = max(candidates, key=lambda c: (c['report_goal'],
                                                -c['zcdp']))
+      recommended = dict(largest)
+      # Its privacy is that of the new noise multiplier, not the old one.
+      recommended.update(privacy(largest,
+                                 largest['noise_multiplier_for_target'],
+                                 _DELTA.value))
+      recommended['meets_target'] = recommended['zcdp'] <= target * (
+          1 + 1e-9)
       report['recommendation'] = dict(
-          largest, noise_multiplier=largest['noise_multiplier_for_target'],
-          reason='no configuration meets the target with the same noise per '
-          'client: the largest report goal with the noise multiplier that '
-          'does (utility will suffer)')
+          recommended, reason='no configuration meets the target with the '
+          'same noise per client: the largest report goal with the noise '
+          'multiplier that does (utility will suffer)')
   return report
 
 

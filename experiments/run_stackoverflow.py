@@ -21,6 +21,7 @@ runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
 from absl import app
 from absl import flags
 
+from dpftrl_tff import checks
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import console
 from experiments import data_flags
@@ -42,6 +43,7 @@ flags.adopt_module_key_flags(data_flags)
 
 
 def run() -> dict:
+  checks.check_name(_NAME.value, '--experiment_name')
   config = config_lib.from_flags(_CONFIG)
   config.validate()
   if config.noise_seed is not None:

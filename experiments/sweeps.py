@@ -112,6 +112,25 @@ def grid_points(axes: Dict[str, List], ties: Sequence[Tie]) -> List[Dict]:
   return points
 
 
+def check_points(points: Sequence[Dict]):
+  """Refuses a point whose value its flag cannot take (before any run).
+
+  Each point's values are parsed by the training binary's own flag
+  definitions (`config.define_flags` on a private FlagValues), so `abc`
+  for an integer flag, or a value outside an enum, is one line naming the
+  flag, before the first point trains.
+  """
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  for point in points:
+    flag_values = flags.FlagValues()
+    config_lib.define_flags(flag_values=flag_values)
+    argv = ['sweep'] + [f'--{n}={_flag_value(v)}' for n, v in point.items()]
+    try:
+      flag_values(argv)
+    except flags.Error as e:
+      raise ValueError(f'--axis / --tie point {dict(point)}: {e}') from None
+
+
 def point_name(point: Dict, seed: int) -> str:
   parts = [f'{name}{value:g}' if isinstance(value, (int, float)) else
            f'{name}{value}' for name, value in point.items()]
@@ -123,19 +142,29 @@ def _flag_value(value) -> str:
 
 
 def run_row(point: Dict, seed: int, summary: Dict) -> Dict:
-  """sweep.csv's row of one finished run."""
+  """sweep.csv's row of one finished run.
+
+  A run without privacy (no noise) has privacy 'none' and empty zcdp and
+  epsilon cells, never 0 (which would read as perfectly private). A run
+  that diverged (`summary` {'diverged': message}) has status 'diverged' and
+  nan accuracy and loss.
+  """
   privacy = summary.get('privacy') or {}
   launch = privacy.get('launch_equivalent') or {}
-  final = summary['final_eval']
+  final = summary.get('final_eval') or {}
   clients = point.get('clients_per_round', summary.get('clients_per_round'))
+  rounds = summary.get('rounds')
   return dict(
-      point, seed=seed, rounds=summary['rounds'],
-      client_updates=(summary['rounds'] * clients if clients else None),
-      eval_in_vocab_accuracy=final['in_vocab_accuracy'],
-      eval_loss=final['loss'], zcdp=privacy.get('zcdp', 0.0),
-      epsilon=privacy.get('epsilon', 0.0), launch_zcdp=launch.get('zcdp'),
-      launch_epsilon=launch.get('epsilon'),
-      unigram_baseline_accuracy=summary['unigram_baseline_accuracy'])
+      point, seed=seed,
+      status='diverged' if summary.get('diverged') else 'finished',
+      rounds=rounds,
+      client_updates=(rounds * clients if clients and rounds else None),
+      eval_in_vocab_accuracy=final.get('in_vocab_accuracy', math.nan),
+      eval_loss=final.get('loss', math.nan),
+      privacy=privacy.get('mechanism', 'tree') if privacy else 'none',
+      zcdp=privacy.get('zcdp'), epsilon=privacy.get('epsilon'),
+      launch_zcdp=launch.get('zcdp'), launch_epsilon=launch.get('epsilon'),
+      unigram_baseline_accuracy=summary.get('unigram_baseline_accuracy'))
 
 
 def summarize(rows: Sequence[Dict], keys: Sequence[str]) -> List[Dict]:
@@ -154,6 +183,8 @@ def summarize(rows: Sequence[Dict], keys: Sequence[str]) -> List[Dict]:
         zip(keys, key), runs=len(runs), accuracy_mean=float(acc.mean()),
         accuracy_std=float(acc.std(ddof=ddof)),
         loss_mean=float(loss.mean()), loss_std=float(loss.std(ddof=ddof)),
+        diverged=sum(r.get('status') == 'diverged' for r in runs),
+        privacy=runs[0].get('privacy'),
         zcdp=runs[0].get('zcdp'), epsilon=runs[0].get('epsilon'),
         launch_epsilon=runs[0].get('launch_epsilon')))
   return out
@@ -190,7 +221,8 @@ def _plots(root: str, prefix: str, table: List[Dict], axes: Dict[str, List]):
         title='final eval in-vocab accuracy (%), mean over seeds')
   use_launch = all(r.get('launch_epsilon') is not None for r in table)
   key = 'launch_epsilon' if use_launch else 'epsilon'
-  private = [r for r in table if r.get(key)]
+  private = [r for r in table if r.get(key) is not None and
+             math.isfinite(r['accuracy_mean'])]
   if private:
     points = [(r[key], 100 * r['accuracy_mean']) for r in private]
     labels = [', '.join(f'{n}={r[n]:g}' if isinstance(r[n], (int, float))
@@ -214,14 +246,20 @@ def run_sweep(*, root: str, flagfile: str, axes: Dict[str, List],
   """
   os.makedirs(root, exist_ok=True)
   points = grid_points(axes, ties)
+  check_points(points)   # Every point, before the first run trains.
   rows = []
   for point in points:
     for seed in seeds:
       flags_here = [f'--flagfile={flagfile}'] + [
           f'--{n}={_flag_value(v)}' for n, v in point.items()] + [
               f'--seed={seed}', *extra_flags]
-      summary = training_runs.run_training(root, run_name(point, seed),
-                                           flags_here)
+      try:
+        summary = training_runs.run_training(root, run_name(point, seed),
+                                             flags_here)
+      except training_runs.DivergedRun as e:
+        print(f'--- {run_name(point, seed)} diverged; the sweep goes on: '
+              f'{e}', flush=True)
+        summary = dict(diverged=str(e))
       rows.append(run_row(point, seed, summary))
   run_directory.write_csv_atomic(os.path.join(root, f'{prefix}.csv'), rows)
   keys = list(points[0]) if points else []
@@ -257,7 +295,11 @@ def print_table(table: List[Dict], keys: Sequence[str]):
                       f'{r[k]:>18}' for k in keys)
     launch = (f'   launch-equivalent epsilon {r["launch_epsilon"]:.3f}'
               if r.get('launch_epsilon') is not None else '')
+    epsilon = ('none' if r.get('epsilon') is None else
+               f'{r["epsilon"]:.3f}')
+    diverged = (f'   {r["diverged"]} of {r["runs"]} run(s) diverged'
+                if r.get('diverged') else '')
     print(f'{values} {r["runs"]:4d} '
           f'{100 * r["accuracy_mean"]:8.2f} +- {100 * r["accuracy_std"]:5.2f} '
           f'{r["loss_mean"]:8.3f} +- {r["loss_std"]:5.3f} '
-          f'{r["epsilon"] or 0:10.3f}{launch}')
+          f'{epsilon:>10}{launch}{diverged}')

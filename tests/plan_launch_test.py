@@ -51,8 +51,30 @@ class PlanLaunchTest(parameterized.TestCase):
               with_epsilon=False).zcdp, 5.0, places=9)
     self.assertIn('recommendation', report)
 
+  def test_recommendation_without_a_meeting_candidate_has_its_own_privacy(
+      self):
+    proc = _run('--population=30000', '--report_goals=100,200',
+                '--timer_hours=6', '--rounds=200', '--noise_multiplier=7',
+                '--target_epsilon=0.5', '--json')
+    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    report = json.loads(proc.stdout, parse_constant=self.fail)
+    self.assertFalse(any(c['meets_target'] for c in report['candidates']))
+    rec = report['recommendation']
+    self.assertEqual(rec['report_goal'], 200)
+    self.assertEqual(rec['noise_multiplier'],
+                     rec['noise_multiplier_for_target'])
+    expected = accounting.compute_privacy(
+        rounds=200, noise_multiplier=rec['noise_multiplier'],
+        max_participation=rec['observed_max_participation'],
+        min_separation=rec['observed_min_separation'])
+    self.assertAlmostEqual(rec['zcdp'], expected.zcdp, places=12)
+    self.assertAlmostEqual(rec['epsilon'], expected.epsilon, places=9)
+    self.assertAlmostEqual(rec['zcdp'], report['target_zcdp'], places=9)
+    self.assertTrue(rec['meets_target'])
+
   @parameterized.named_parameters(
       ('no_population', [], '--population is required'),
+      ('negative_population', ['--population=-5'], '--population must be'),
       ('report_goal_above_population', ['--population=100',
                                         '--report_goals=200'],
        '--report_goals'),

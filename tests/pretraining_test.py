@@ -1,5 +1,6 @@
 """Tests of public pretraining: the TFDS corpora, pretraining, fine-tuning."""
 
+import csv
 import json
 import os
 import tempfile
@@ -114,6 +115,11 @@ class CorpusTest(absltest.TestCase):
                            'one two three four', 'the cat sat'])
 
 
+def _steps(output_dir):
+  with open(os.path.join(output_dir, pretraining.METRICS_FILE)) as f:
+    return [int(r['step']) for r in csv.DictReader(f)]
+
+
 class PretrainTest(absltest.TestCase):
 
   def _pretrain(self, out, steps=6, stop=None):
@@ -141,7 +147,10 @@ class PretrainTest(absltest.TestCase):
                      pretrained.vocab_sha256(_vocab()))
     killed = os.path.join(root, 'killed')
     self.assertIsNone(self._pretrain(killed, stop=3))
+    self.assertEqual(_steps(killed), [1, 2, 3])
     self._pretrain(killed)
+    # The loss history survives the kill: one file, every step once.
+    self.assertEqual(_steps(killed), [1, 2, 3, 4, 5, 6])
     for a, b in zip(pretrained.load_weights(full),
                     pretrained.load_weights(killed)):
       np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -1,5 +1,6 @@
 """Tests of the run directory: lock, identity, atomic files, checkpoints."""
 
+import errno
 import json
 import os
 import subprocess
@@ -9,7 +10,9 @@ import tempfile
 from absl.testing import absltest
 import numpy as np
 
+from dpftrl_tff import console
 from dpftrl_tff import run_directory
+from dpftrl_tff import strict_json
 from tests import fixtures
 
 
@@ -93,6 +96,43 @@ class RunDirectoryTest(absltest.TestCase):
     with open(path) as f:
       self.assertEqual(json.load(f), {'a': 2})
     self.assertEqual(os.listdir(os.path.dirname(path)), ['x.json'])
+
+  def test_json_is_strict(self):
+    path = os.path.join(tempfile.mkdtemp(), 'x.json')
+    run_directory.write_json_atomic(path, {
+        'loss': float('nan'), 'big': float('inf'), 'n': np.float32(2.5),
+        'list': [np.int64(3), float('-inf')]})
+    text = open(path).read()
+    self.assertNotIn('NaN', text)
+    self.assertNotIn('Infinity', text)
+    self.assertEqual(strict_json.loads(text), {
+        'loss': None, 'big': None, 'n': 2.5, 'list': [3, None]})
+    with self.assertRaisesRegex(ValueError, 'not strict JSON'):
+      strict_json.loads('{"a": NaN}')
+
+  def test_full_disk_names_the_file_and_leaves_no_temporary(self):
+    run = run_directory.RunDirectory(tempfile.mkdtemp())
+
+    def full_disk(f, *arrays):
+      del arrays
+      f.write(b'x' * 1000)   # Part of the checkpoint got written.
+      raise OSError(errno.ENOSPC, 'No space left on device')
+
+    original = np.savez
+    np.savez = full_disk
+    try:
+      with self.assertRaises(OSError) as caught:
+        run.save_checkpoint([np.ones(3)], 7)
+    finally:
+      np.savez = original
+    path = os.path.join(run.path, run_directory.CHECKPOINT_DIR,
+                        'round_7.npz')
+    self.assertEqual(caught.exception.filename, path)
+    self.assertEqual(caught.exception.errno, errno.ENOSPC)
+    self.assertEqual(os.listdir(os.path.dirname(path)), [])
+    self.assertEqual(console.describe_os_error(caught.exception),
+                     f'cannot use {path}: No space left on device (free '
+                     f'some disk space).')
 
   def test_identity_differences_name_nested_keys(self):
     previous = dict(lr=0.5, total_rounds=4, provenance=[1],

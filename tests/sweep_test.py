@@ -4,14 +4,23 @@ The runs themselves go through experiments.training_runs, exercised end to
 end (runs, reuse, refusal) by tests/noise_sweep_test.py.
 """
 
+import contextlib
+import csv
+import io
+import math
 import os
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 
 from absl.testing import absltest
 from absl.testing import parameterized
 
 from experiments import sweeps
 from experiments import training_runs
+from tests import fixtures
 
 
 class GridTest(parameterized.TestCase):
@@ -110,6 +119,98 @@ class RunSweepTest(absltest.TestCase):
     for name in ('sweep.csv', 'sweep_summary.csv', 'sweep_heatmap.png',
                  'sweep_frontier.png'):
       self.assertTrue(os.path.isfile(os.path.join(root, name)), name)
+
+
+class PrivacyNoneAndDivergenceTest(absltest.TestCase):
+
+  def test_no_privacy_reads_none_never_zero(self):
+    row = sweeps.run_row(dict(noise_multiplier=0.0), 1, dict(
+        rounds=5, final_eval=dict(in_vocab_accuracy=0.2, loss=4.0),
+        privacy=None, unigram_baseline_accuracy=0.1))
+    self.assertIsNone(row['epsilon'])
+    self.assertIsNone(row['zcdp'])
+    self.assertEqual(row['privacy'], 'none')
+    root = tempfile.mkdtemp()
+    path = os.path.join(root, 'x.csv')
+    sweeps.run_directory.write_csv_atomic(path, [row])
+    with open(path) as f:
+      rows = list(csv.DictReader(f))
+    self.assertEqual((rows[0]['epsilon'], rows[0]['privacy']), ('', 'none'))
+    table = sweeps.summarize([row], ['noise_multiplier'])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+      sweeps.print_table(table, ['noise_multiplier'])
+    self.assertRegex(out.getvalue().splitlines()[1], r' none$')
+
+  def test_bad_axis_value_is_refused_before_any_run(self):
+    calls = []
+    original = training_runs.run_training
+    training_runs.run_training = lambda *a: calls.append(a)
+    try:
+      with self.assertRaisesRegex(ValueError,
+                                  r"'abc'.*clients_per_round|"
+                                  r"clients_per_round.*'abc'"):
+        sweeps.run_sweep(
+            root=tempfile.mkdtemp(), flagfile='x.flags',
+            axes=sweeps.parse_axes(['clients_per_round=4,abc']), ties=[],
+            seeds=[1], extra_flags=[])
+    finally:
+      training_runs.run_training = original
+    self.assertEqual(calls, [])
+
+  def test_diverged_point_is_recorded_and_the_sweep_goes_on(self):
+    def fake_run(run_root, name, flags):
+      del run_root, flags
+      if 'client_lr100' in name:
+        raise training_runs.DivergedRun(f'the run {name} diverged')
+      return dict(rounds=5, final_eval=dict(in_vocab_accuracy=0.2, loss=4.0),
+                  privacy=None, unigram_baseline_accuracy=0.1)
+
+    original = training_runs.run_training
+    training_runs.run_training = fake_run
+    try:
+      rows, table = sweeps.run_sweep(
+          root=tempfile.mkdtemp(), flagfile='x.flags',
+          axes=sweeps.parse_axes(['client_lr=1,100']), ties=[], seeds=[1],
+          extra_flags=[])
+    finally:
+      training_runs.run_training = original
+    self.assertEqual([r['status'] for r in rows], ['finished', 'diverged'])
+    self.assertTrue(math.isnan(table[1]['accuracy_mean']))
+    self.assertEqual(table[1]['diverged'], 1)
+
+
+class ChildLifeTest(absltest.TestCase):
+
+  def test_a_killed_launcher_takes_its_child_down(self):
+    # The launcher runs a child through run_child, then is SIGKILLed: the
+    # child (which would sleep for minutes) must die with it.
+    folder = tempfile.mkdtemp()
+    pid_file = os.path.join(folder, 'child.pid')
+    launcher = subprocess.Popen([sys.executable, '-c', (
+        'import sys; from experiments import training_runs; '
+        'training_runs.run_child([sys.executable, "-c", '
+        f'"import os, time; open({pid_file!r}, \'w\').write(str(os.getpid()));'
+        ' time.sleep(300)"])')], cwd=fixtures.ROOT)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(pid_file) or not open(pid_file).read():
+      self.assertLess(time.monotonic(), deadline)
+      time.sleep(0.1)
+    child = int(open(pid_file).read())
+    launcher.send_signal(signal.SIGKILL)
+    launcher.wait()
+    deadline = time.monotonic() + 20
+    while _alive(child):
+      self.assertLess(time.monotonic(), deadline, 'the child outlived it')
+      time.sleep(0.1)
+
+
+def _alive(pid):
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      return f.read().split(')')[-1].split()[0] != 'Z'
+  except OSError:
+    return False
 
 
 if __name__ == '__main__':

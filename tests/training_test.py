@@ -329,6 +329,7 @@ class BinaryTest(parameterized.TestCase):
        '--clients_per_round'),
       ('unknown_aggregator', ['--aggregator=dp_sgd'], '--aggregator'),
       ('empty_cache_dir', ['--cache_dir=/nonexistent_dpftrl'], '--cache_dir'),
+      ('escaping_name', ['--experiment_name=../../x'], '--experiment_name'),
   )
   def test_bad_input_is_refused_clearly(self, extra, flag):
     proc = _run_binary(*_tiny_flags(tempfile.mkdtemp()), *extra, timeout=120)

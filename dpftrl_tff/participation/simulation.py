@@ -9,8 +9,11 @@ from dpftrl_tff.participation import timer as timer_lib
 
 def simulate(*, population, rounds, report_goal, model, timer_hours,
              seed, round_minutes, daily_active_fraction, availability_hours,
-             shortfall):
-  """Participation of `rounds` rounds: observed MinS, MaxP and more."""
+             shortfall, progress=None):
+  """Participation of `rounds` rounds: observed MinS, MaxP and more.
+
+  `progress(done, rounds)`, if given, is called every 1000 rounds.
+  """
   from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
   settings = timer_lib.TimerSettings(
       timer_hours=timer_hours, round_minutes=round_minutes,
@@ -25,6 +28,8 @@ def simulate(*, population, rounds, report_goal, model, timer_hours,
   for t in range(rounds):
     log.record(t, sampler.sample(t))
     short += sampler.last_info.shortfall > 0
+    if progress is not None and (t + 1) % 1000 == 0:
+      progress(t + 1, rounds)
   result = dict(
       population=population, rounds=rounds, report_goal=report_goal,
       participation=model, observed_min_separation=log.min_separation,
