@@ -19,8 +19,9 @@ $(STAMP): requirements.txt requirements-tff.txt setup.py
 
 setup: $(STAMP)
 
+# ARGS: extra flags, e.g. make demo ARGS=--total_rounds=20
 demo: $(STAMP)
-	$(PY) -m experiments.run_stackoverflow --flagfile=configs/demo.flags
+	$(PY) -m experiments.run_stackoverflow --flagfile=configs/demo.flags $(ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest tests -q -p no:cacheprovider -n 2 --dist loadfile
@@ -30,6 +31,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.round_time
 	$(PY) -m benchmarks.participation_speed
 	$(PY) -m benchmarks.blt_optimizer_speed
+	$(PY) -m benchmarks.git_corpus_speed
 
 reproduce: $(STAMP)
 	$(PY) -m experiments.reproduce_tables
@@ -38,7 +40,7 @@ reproduce: $(STAMP)
 	$(PY) -m experiments.compare_mechanisms
 
 utility_curves: $(STAMP)
-	$(PY) -m experiments.reproduce_utility_curves
+	$(PY) -m experiments.reproduce_utility_curves $(ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -50,7 +50,7 @@ _TRAIN = flags.DEFINE_bool('train', False,
 _TRAIN_ROOT = flags.DEFINE_string('train_root', 'runs/compare_mechanisms',
                                   'Run directories of --train.')
 _TRAIN_FLAGFILE = flags.DEFINE_string(
-    'train_flagfile', 'configs/demo_min_sep.flags',
+    'train_flagfile', 'configs/demo.flags',
     'Flag file of both training runs (the participation must plan MinS and '
     'MaxP: --participation=min_sep_groups).')
 _TRAIN_Z = flags.DEFINE_float('train_noise_multiplier', 1.5,

@@ -1,0 +1,124 @@
+"""Every command of README.md runs as written (with flags that keep it short).
+
+The commands are read from README.md's `sh` blocks, in order, and run with
+bash in a scratch directory that links to the checkout (so their outputs,
+`runs/` and `corpora/`, stay out of it), with HOME set to a scratch home
+holding the repository the README clones (`$HOME/src/git`, made here with
+several authors: cloning needs the network). Each command gets the flags of
+its binary in `_SHORTER` appended (absl: the last value of a flag wins), so
+that it finishes in seconds; a command this test has no rule for fails it,
+so a new README command cannot go untested. Not run: `make test` (this very
+suite) and `git clone` (network).
+"""
+
+import os
+import re
+import subprocess
+import tempfile
+
+from absl.testing import absltest
+
+from tests import fixtures
+from tests import git_corpus_test
+
+_NOT_RUN = {
+    'make test': 'the test suite itself',
+    'git clone': 'needs the network; the test makes $HOME/src/git itself',
+}
+_TRAINING = ('--total_rounds=2 --rounds_per_eval=2 --rounds_per_checkpoint=2 '
+             '--num_eval_examples=100 --clients_per_round=4')
+_SHORTER = {
+    'make demo': f'ARGS="{_TRAINING}"',
+    'experiments.build_git_corpus': '',
+    'experiments.pretrain': ('--steps=2 --steps_per_eval=2 '
+                             '--steps_per_checkpoint=2 '
+                             '--num_eval_examples=50'),
+    'experiments.run_stackoverflow': _TRAINING,
+    # After the sweep's `--`: flags of every training run.
+    'experiments.sweep': (_TRAINING.replace(' --clients_per_round=4', '') +
+                          ' --synthetic_train_clients=200'),
+    'experiments.plan_launch': '--population=20000 --rounds=60',
+    'experiments.privacy_accountant': '',
+}
+
+
+def readme_commands():
+  """The shell commands of README.md's sh blocks (continuations joined)."""
+  with open(os.path.join(fixtures.ROOT, 'README.md'), encoding='utf-8') as f:
+    text = f.read()
+  commands = []
+  for block in re.findall(r'```sh\n(.*?)```', text, flags=re.DOTALL):
+    for line in block.replace('\\\n', ' ').splitlines():
+      line = line.split('#', 1)[0].strip()
+      if line:
+        commands.append(re.sub(r'\s+', ' ', line))
+  return commands
+
+
+def _rule(command):
+  for prefix, reason in _NOT_RUN.items():
+    if command.startswith(prefix):
+      return None, reason
+  for key, extra in _SHORTER.items():
+    if command.startswith(key) or f'-m {key} ' in command + ' ':
+      return extra, None
+  return False, None
+
+
+def _scratch():
+  """A working directory linking to the checkout, and a home with a repo."""
+  work = tempfile.mkdtemp()
+  for name in os.listdir(fixtures.ROOT):
+    if name not in ('runs', 'corpora', '.git'):
+      os.symlink(os.path.join(fixtures.ROOT, name), os.path.join(work, name))
+  home = tempfile.mkdtemp()
+  os.makedirs(os.path.join(home, 'src'))
+  repo = git_corpus_test.make_repo()
+  os.rename(repo, os.path.join(home, 'src', 'git'))
+  docs = os.path.join(home, 'src', 'git', 'Documentation')
+  os.makedirs(docs)
+  for i in range(4):
+    with open(os.path.join(docs, f'page{i}.adoc'), 'w') as f:
+      f.write(f'= Page {i}\n\nThis page explains how the frobnicator works. '
+              'It keeps the widget safe when it is empty.\n' * 20)
+  return work, home
+
+
+class ReadmeCommandsTest(absltest.TestCase):
+
+  def test_every_command_has_a_rule(self):
+    commands = readme_commands()
+    self.assertGreaterEqual(len(commands), 8)
+    for command in commands:
+      extra, reason = _rule(command)
+      self.assertTrue(extra is not False or reason,
+                      f'README command without a rule in {__file__}: '
+                      f'{command}')
+
+  def test_commands_run_as_written(self):
+    work, home = _scratch()
+    env = dict(os.environ, HOME=home, TF_CPP_MIN_LOG_LEVEL='2')
+    ran = []
+    for command in readme_commands():
+      extra, reason = _rule(command)
+      if reason:
+        continue
+      full = f'{command} {extra}'.strip()
+      proc = subprocess.run(['bash', '-c', full], cwd=work, env=env,
+                            capture_output=True, text=True, timeout=600)
+      self.assertEqual(proc.returncode, 0,
+                       f'{full}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}')
+      self.assertNotIn('Traceback', proc.stderr, full)
+      ran.append((command, proc.stdout))
+    outputs = dict(ran)
+    demo = outputs['make demo']
+    self.assertIn('Final eval in-vocab accuracy', demo)
+    self.assertIn('Launch-equivalent privacy (NOT this run', demo)
+    self.assertIn('Privacy spent: rho-zCDP', demo)
+    self.assertTrue(os.path.isfile(os.path.join(
+        work, 'corpora', 'git', 'stackoverflow.sqlite')))
+    self.assertGreaterEqual(len(ran), 7)
+
+
+if __name__ == '__main__':
+  absltest.main()
