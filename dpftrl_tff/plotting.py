@@ -44,6 +44,16 @@ def line_plot(path, series, *, title, xlabel, ylabel, logy=False):
   _save(fig, ax, path, title=title, xlabel=xlabel, ylabel=ylabel)
 
 
+def band_plot(path, series, *, title, xlabel, ylabel):
+  """A PNG of mean lines with shaded bands: (label, xs, mean, low, high)."""
+  fig, ax = _subplots(figsize=(6.4, 4.2), dpi=120)
+  for label, xs, mean, low, high in series:
+    line, = ax.plot(xs, mean, label=label, linewidth=1.5)
+    ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.2,
+                    linewidth=0)
+  _save(fig, ax, path, title=title, xlabel=xlabel, ylabel=ylabel)
+
+
 def errorbar_plot(path, xs, means, stds, *, title, xlabel, ylabel,
                   baseline=None):
   """Writes a PNG of means with +- std error bars (and a baseline line)."""

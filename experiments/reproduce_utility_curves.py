@@ -36,6 +36,7 @@ import dataclasses
 import os
 import sys
 import time
+from typing import Optional
 
 from dpftrl_tff import runtime
 
@@ -58,8 +59,13 @@ _ROOT = flags.DEFINE_string('root_output_dir', 'runs/utility_curves',
 _OUT = flags.DEFINE_string('output_dir', 'docs/figures',
                            'Where the PNG and CSV files go.')
 _QUICK = flags.DEFINE_bool('quick', False, 'Tiny model, few rounds.')
-_SEEDS = flags.DEFINE_list('seeds', ['1', '2'],
-                           'Seeds of the fixed-clip and pretrained runs.')
+_CACHE_DIR = flags.DEFINE_string(
+    'cache_dir', None, 'Real text: a corpus directory of '
+    'experiments.build_git_corpus built with its documentation (public '
+    'text for pretraining); figures get the suffix _git. Unset: the '
+    'generated StackOverflow-format data.')
+_SEEDS = flags.DEFINE_list('seeds', ['1', '2', '3'],
+                           'Seeds of the runs compared in Figure 1a.')
 _TARGET = flags.DEFINE_float(
     'target_accuracy', None, 'Utility target (eval in-vocab accuracy). '
     'Default: 0.9 of the best final accuracy of the fixed-clip runs.')
@@ -82,6 +88,27 @@ class Scale:
   num_eval_examples: int
   restart_warmup: int
   restart_frequency: int
+  # Real text: other training settings (git_corpus.flags), the planned
+  # participation and the launch whose equivalent privacy is reported.
+  extra: dict = dataclasses.field(default_factory=dict)
+
+
+# Real text (configs/git_corpus.flags): min_sep_groups participation, so
+# the run's own privacy is a guarantee, and the launch-equivalent privacy
+# (report goal 6500, es-ES's estimated population), labelled as such.
+_GIT_EXTRA = dict(client_lr=0.5, participation='min_sep_groups',
+                  launch_report_goal=6500, launch_population=4_210_000)
+
+
+def _git_scale(quick: bool) -> Scale:
+  if quick:
+    return dataclasses.replace(_scale(True), data={}, extra=_GIT_EXTRA)
+  return Scale(rounds=300, noise_multiplier=0.1,
+               model=dict(vocab_size=4000, latent_size=128,
+                          embedding_size=64),
+               data={}, pretrain_batch=64, rounds_per_eval=25,
+               num_eval_examples=2000, restart_warmup=100,
+               restart_frequency=100, extra=_GIT_EXTRA)
 
 
 def _scale(quick: bool) -> Scale:
@@ -101,7 +128,8 @@ def _scale(quick: bool) -> Scale:
 class Runner:
   """Trains (or reuses) runs in this process on one generated database."""
 
-  def __init__(self, root: str, scale: Scale, corpus_sentences: int):
+  def __init__(self, root: str, scale: Scale, corpus_sentences: int,
+               cache_dir: Optional[str] = None):
     # pylint: disable=g-import-not-at-top
     from dpftrl_tff import data
     from dpftrl_tff import tff_compat
@@ -109,9 +137,13 @@ class Runner:
     tff_compat.install()
     self.root, self.scale = root, scale
     self.corpus_sentences = corpus_sentences
-    self.cache_dir = os.path.join(root, 'data')
-    self.generated = synthetic.ensure_generated(self.cache_dir, seed=0,
-                                                **scale.data)
+    self.real_text = cache_dir is not None
+    if self.real_text:
+      self.cache_dir, self.generated = cache_dir, None
+    else:
+      self.cache_dir = os.path.join(root, 'data')
+      self.generated = synthetic.ensure_generated(self.cache_dir, seed=0,
+                                                  **scale.data)
     self.train_data, self.heldout, _ = data.load_stackoverflow(self.cache_dir)
     self.vocab = data.load_vocab(self.cache_dir, scale.model['vocab_size'])
     self.description = data.describe(
@@ -128,6 +160,7 @@ class Runner:
                   rounds_per_eval=s.rounds_per_eval,
                   num_eval_examples=s.num_eval_examples,
                   rounds_per_checkpoint=max(1, s.rounds // 4), **s.model)
+    values.update(s.extra)
     values.update(overrides)
     return config_lib.TrainConfig(**values)
 
@@ -149,10 +182,13 @@ class Runner:
     from dpftrl_tff import training
     # pylint: enable=g-import-not-at-top
     out = os.path.join(self.root, f'pretrained_{steps}_seed{seed}')
-    builder = public_corpus.embedded_builder(
-        os.path.join(self.root, 'tfds'), language_seed=0,
-        num_words=self.scale.data['num_words'],
-        num_sentences=self.corpus_sentences)
+    if self.real_text:   # The corpus's own documentation.
+      builder = public_corpus.public_text_builder(self.cache_dir)
+    else:
+      builder = public_corpus.embedded_builder(
+          os.path.join(self.root, 'tfds'), language_seed=0,
+          num_words=self.scale.data['num_words'],
+          num_sentences=self.corpus_sentences)
     print(f'--- pretraining {steps} steps, seed {seed}', flush=True)
     pretraining.pretrain(
         self.config(seed=seed), pretraining.PretrainConfig(
@@ -185,15 +221,42 @@ def rounds_to_target(summary, target: float):
   return None
 
 
-def _zcdp_at(config, rounds):
+def _zcdp_at(config, rounds, num_clients):
   """zCDP of `rounds` rounds under the participation the run planned.
 
-  Uniform participation plans none; the worst case (MinS 0) is used for
-  every mechanism alike, so the comparison is like for like.
+  min_sep_groups plans MinS and MaxP; uniform participation plans none, and
+  the worst case (MinS 0) is used for every mechanism alike, so the
+  comparison is like for like.
   """
   from dpftrl_tff.aggregators import registry  # pylint: disable=g-import-not-at-top
-  report = registry.get(config.aggregator).privacy(config, rounds, None, 0)
+  planned = config.build_sampler(num_clients).planned(rounds)
+  if planned is None:
+    report = registry.get(config.aggregator).privacy(config, rounds, None, 0)
+  else:
+    report = registry.get(config.aggregator).privacy(
+        config, rounds, planned['max_participation'],
+        min(planned['min_separation'], rounds - 1))
   return None if report is None else report.zcdp
+
+
+def _privacy_label(summary) -> str:
+  """The run's own epsilon and the launch-equivalent one, labelled."""
+  privacy = summary.get('privacy') or {}
+  if not privacy:
+    return 'no privacy'
+  text = f'run eps {privacy["epsilon"]:.3g}'
+  launch = privacy.get('launch_equivalent')
+  if launch:
+    text += f', launch-equivalent eps {launch["epsilon"]:.3g}'
+  return text
+
+
+def _band(curves):
+  """(xs, mean, min, max) over seeds, at the rounds every seed evaluated."""
+  common = sorted(set.intersection(*[set(xs) for xs, _ in curves]))
+  values = np.array([[dict(zip(xs, ys))[x] for x in common]
+                     for xs, ys in curves])
+  return common, values.mean(0), values.min(0), values.max(0)
 
 
 def main(argv):
@@ -207,10 +270,16 @@ def main(argv):
   if _QUICK.value:
     pretrain_steps = [0, 6]
   # One public corpus for every pretraining: about 1.5 epochs at the most.
+  real_text = _CACHE_DIR.value is not None
+  if real_text:
+    scale = _git_scale(_QUICK.value)
   runner = Runner(_ROOT.value, scale, corpus_sentences=max(
-      2000, scale.pretrain_batch * max(pretrain_steps) * 2 // 3))
+      2000, scale.pretrain_batch * max(pretrain_steps) * 2 // 3),
+                  cache_dir=_CACHE_DIR.value)
   out = _OUT.value
-  suffix = '_quick' if _QUICK.value else ''
+  suffix = ('_git' if real_text else '') + ('_quick' if _QUICK.value else '')
+  data_label = ('git commit messages' if real_text else 'generated data')
+  num_clients = len(runner.train_data.client_ids)
 
   # Figure 1a: fixed clip, adaptive clip, fixed clip from pretrained weights.
   main_steps = max(pretrain_steps)
@@ -223,19 +292,26 @@ def main(argv):
         f'pretrained{main_steps}_seed{seed}',
         runner.config(seed=seed, initial_weights=weights))
   # Algorithm 1; trees restart (new clip in force) at warmup + i frequency.
-  adaptive = runner.train('adaptive_seed1', runner.config(
-      seed=seeds[0], aggregator='dp_ftrl_adaptive', initial_clip_norm=0.1,
-      restart_warmup=scale.restart_warmup,
-      restart_frequency=scale.restart_frequency))
-  runs[('adaptive', seeds[0])] = adaptive
+  for seed in seeds:
+    runs[('adaptive', seed)] = runner.train(
+        'adaptive_seed1' if seed == seeds[0] else f'adaptive_seed{seed}',
+        runner.config(seed=seed, aggregator='dp_ftrl_adaptive',
+                      initial_clip_norm=0.1,
+                      restart_warmup=scale.restart_warmup,
+                      restart_frequency=scale.restart_frequency))
+  adaptive = runs[('adaptive', seeds[0])]
   target = _TARGET.value
   if target is None:
     best = max(_curve(runs[('fixed', s)])[1][-1] for s in seeds)
     target = 0.9 * best
   rows, series, targets = [], [], []
+  for kind in ('fixed', 'adaptive', 'pretrained'):
+    summaries = [runs[(kind, seed)] for seed in seeds]
+    xs, mean, low, high = _band([_curve(x) for x in summaries])
+    series.append((f'{kind} ({_privacy_label(summaries[0])})', xs,
+                   100 * mean, 100 * low, 100 * high))
   for (kind, seed), summary in runs.items():
     xs, ys = _curve(summary)
-    series.append((f'{kind} (seed {seed})', xs, [100 * y for y in ys]))
     rows += [dict(run=kind, seed=seed, round=x, eval_in_vocab_accuracy=y)
              for x, y in zip(xs, ys)]
     config = (runner.config(
@@ -246,17 +322,20 @@ def main(argv):
     reached = rounds_to_target(summary, target)
     targets.append(dict(run=kind, seed=seed, target_accuracy=target,
                         rounds_to_target=reached,
-                        zcdp_at_target=(_zcdp_at(config, reached)
+                        zcdp_at_target=(_zcdp_at(config, reached,
+                                                 num_clients)
                                         if reached else None),
                         final_accuracy=ys[-1]))
   run_directory.write_csv_atomic(os.path.join(out, f'utility_fig1a{suffix}.csv'),
                                  rows)
   run_directory.write_csv_atomic(
       os.path.join(out, f'utility_targets{suffix}.csv'), targets)
-  plotting.line_plot(os.path.join(out, f'utility_fig1a{suffix}.png'), series,
-                     title=f'DP-FTRL, z = {scale.noise_multiplier:g}, '
-                     f'{runner.config().clients_per_round} clients/round',
-                     xlabel='round', ylabel='eval in-vocab accuracy (%)')
+  plotting.band_plot(
+      os.path.join(out, f'utility_fig1a{suffix}.png'), series,
+      title=f'DP-FTRL, z = {scale.noise_multiplier:g}, '
+      f'{runner.config().clients_per_round} clients/round, {data_label}\n'
+      f'mean and min-max of {len(seeds)} seeds; eps at delta 1e-10',
+      xlabel='round', ylabel='eval in-vocab accuracy (%)')
 
   # Figure 1b: the adaptive clip norm in force and its estimate.
   clip_rows = adaptive['clip_rows']
@@ -284,8 +363,8 @@ def main(argv):
       summary = runner.train(f'report_goal_{m}', runner.config(
           seed=seeds[0], clients_per_round=m, noise_multiplier=ratio * m))
     xs, ys = _curve(summary)
-    by_round.append((f'm = {m}, z = {ratio * m:g}', xs,
-                     [100 * y for y in ys]))
+    by_round.append((f'm = {m}, z = {ratio * m:g} ({_privacy_label(summary)})',
+                     xs, [100 * y for y in ys]))
     by_updates.append((f'm = {m}', [x * m for x in xs],
                        [100 * y for y in ys]))
     goal_rows += [dict(report_goal=m, noise_multiplier=ratio * m, round=x,
@@ -340,6 +419,15 @@ def main(argv):
               'n/a (a run did not reach the target)')
     print(f'  seed {seed}: pretraining ({main_steps} steps) reduces the '
           f'rounds to target from {fixed} to {pre}: {factor}')
+    # The goal: the from-scratch run's final accuracy in at most half its
+    # rounds.
+    final = _curve(runs[('fixed', seed)])[1][-1]
+    reach = rounds_to_target(runs[('pretrained', seed)], final)
+    print(f'  seed {seed}: the pretrained run reaches the from-scratch '
+          f'final accuracy {100 * final:.2f}% at round {reach} of '
+          f'{scale.rounds} ('
+          + ('at most half: yes' if reach is not None and
+             reach <= scale.rounds / 2 else 'at most half: no') + ')')
   print(f'Done in {time.time() - started:.0f} s; figures in {out}.')
   return 0
 

@@ -1,6 +1,7 @@
 """The utility-curves reproduction runs end to end at its --quick scale."""
 
 import csv
+import json
 import os
 import tempfile
 
@@ -34,6 +35,45 @@ class ReproduceUtilityCurvesTest(absltest.TestCase):
       clips = list(csv.DictReader(f))
     self.assertLen(clips, 2)   # One row per round of the adaptive run.
     self.assertIn('pretraining (6 steps) reduces the rounds', proc.stdout)
+
+
+  def test_quick_mode_on_a_git_corpus(self):
+    folder = tempfile.mkdtemp()
+    commits = os.path.join(folder, 'commits.jsonl')
+    with open(commits, 'w') as f:
+      for k in range(3):
+        for i in range(30):
+          f.write(json.dumps(dict(
+              commit=f'{k}-{i}', author=f'author{i}', date=f'2021-0{1 + k}-01',
+              message=f'area{i % 4}: fix the widget number {k}\n\nThe '
+              f'widget broke when it was empty. This keeps it safe. It was '
+              f'reported twice.\n')) + '\n')
+    docs = os.path.join(folder, 'docs.jsonl')
+    with open(docs, 'w') as f:
+      f.write(json.dumps(dict(path='a.adoc', text=(
+          'The widget is safe when it is empty. It keeps its data.\n') * 50))
+              + '\n')
+    corpus = os.path.join(folder, 'corpus')
+    built = fixtures.run_module(
+        'experiments.build_git_corpus', f'--commits_jsonl={commits}',
+        f'--docs_jsonl={docs}', f'--output_dir={corpus}')
+    self.assertEqual(built.returncode, 0, built.stderr[-2000:])
+    root, out = tempfile.mkdtemp(), tempfile.mkdtemp()
+    proc = fixtures.run_module('experiments.reproduce_utility_curves',
+                               '--quick', '--seeds=1,2',
+                               f'--cache_dir={corpus}',
+                               f'--root_output_dir={root}',
+                               f'--output_dir={out}', timeout=600)
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    for name in ('fig1a', 'fig1b', 'report_goal', 'pretraining', 'targets'):
+      self.assertTrue(os.path.isfile(
+          os.path.join(out, f'utility_{name}_git_quick.csv')), name)
+    self.assertIn('reaches the from-scratch final accuracy', proc.stdout)
+    with open(os.path.join(root, 'fixed_seed1', 'summary.json')) as f:
+      privacy = json.load(f)['privacy']
+    # The run's own guarantee (planned groups) and the labelled launch.
+    self.assertIn('guaranteed_min_separation', privacy['planned'])
+    self.assertIsNotNone(privacy['launch_equivalent'])
 
 
 if __name__ == '__main__':
