@@ -68,6 +68,11 @@ def loads(text: str) -> Any:
   return json.loads(text, parse_constant=_refuse_constant)
 
 
+def load_file(f) -> Any:
+  """Parses strict JSON from an open text file."""
+  return loads(f.read())
+
+
 def load(path: str) -> Any:
   with open(path, encoding='utf-8') as f:
-    return loads(f.read())
+    return load_file(f)

@@ -16,6 +16,10 @@ deviation over the seeds.
 
   python -m experiments.noise_sweep --noise_multipliers=0,0.5,1,1.5,2 \
       --seeds=1,2,3 -- --total_rounds=100
+
+Its cost is one training run per (z, seed): with the defaults (5 z, 3
+seeds, the demo's flags at 200 rounds, about 2 minutes a run on 2 cores)
+about 30 minutes; each run prints its own progress and ETA.
 """
 
 import math

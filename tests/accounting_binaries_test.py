@@ -8,6 +8,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from dpftrl_tff import accounting
+from dpftrl_tff import strict_json
 from experiments import reproduce_tables
 
 from tests import fixtures
@@ -22,7 +23,7 @@ class PrivacyAccountantTest(parameterized.TestCase):
                 '--noise_multiplier=7', '--min_separation=212',
                 '--max_participation=4', '--json')
     self.assertEqual(proc.returncode, 0, proc.stderr)
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = strict_json.loads(proc.stdout.strip().splitlines()[-1])
     self.assertAlmostEqual(
         report['zcdp'],
         accounting.compute_zcdp_single_tree(7.0, 930, 4, 212))
@@ -34,7 +35,7 @@ class PrivacyAccountantTest(parameterized.TestCase):
                 '--noise_multiplier=7', '--population=4210000',
                 '--report_goal=6500', '--json')
     self.assertEqual(proc.returncode, 0, proc.stderr)
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = strict_json.loads(proc.stdout.strip().splitlines()[-1])
     self.assertEqual(report['min_separation'], 4210000 // 6500 - 1)
     self.assertEqual(report['max_participation'],
                      (1900 - 1) // (report['min_separation'] + 1) + 1)
@@ -93,7 +94,7 @@ class PrivacyAccountantTest(parameterized.TestCase):
                 '--max_participation=4', '--mechanism=blt',
                 f'--blt_params={path}', '--json')
     self.assertEqual(proc.returncode, 0, proc.stderr)
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = strict_json.loads(proc.stdout.strip().splitlines()[-1])
     expected = accounting.compute_privacy(
         rounds=930, noise_multiplier=7, min_separation=212,
         max_participation=4,
@@ -106,7 +107,7 @@ class PrivacyAccountantTest(parameterized.TestCase):
                 '--noise_multiplier=1', '--max_participation=50',
                 '--min_separation=10', '--json')
     self.assertEqual(proc.returncode, 0, proc.stderr)
-    report = json.loads(proc.stdout)
+    report = strict_json.loads(proc.stdout)
     self.assertEqual(report['max_participation'], 10)   # floor(99/11) + 1
     self.assertEqual(report['requested_max_participation'], 50)
     text = _run('experiments.privacy_accountant', '--rounds=100',

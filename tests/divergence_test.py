@@ -90,8 +90,15 @@ class DivergingRunTest(absltest.TestCase):
                     lines)
     self.assertEqual(summary['rounds'], 6)
     self.assertTrue(math.isfinite(summary['final_eval']['loss']))
-    for name in (run_directory.SUMMARY_FILE, run_directory.HPARAMS_FILE):
-      strict_json.load(os.path.join(out, name))
+    # Every JSON file of the run is strict JSON (RFC 8259).
+    found = []
+    for folder, _, files in os.walk(out):
+      for name in files:
+        if name.endswith('.json'):
+          found.append(name)
+          strict_json.load(os.path.join(folder, name))
+    self.assertContainsSubset(
+        {run_directory.SUMMARY_FILE, run_directory.HPARAMS_FILE}, found)
     hparams = strict_json.load(os.path.join(out, run_directory.HPARAMS_FILE))
     self.assertEqual(hparams['client_lr'], 0.3)
     self.assertEqual(hparams['provenance'][-1]['changed_learning_rates'],

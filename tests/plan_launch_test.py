@@ -1,12 +1,12 @@
 """Tests of the launch planner binary and the epsilon-to-zCDP inversion."""
 
-import json
 
 from absl.testing import absltest
 from absl.testing import parameterized
 from tensorflow_privacy.privacy.analysis import tree_aggregation_accountant as tfp_tree
 
 from dpftrl_tff import accounting
+from dpftrl_tff import strict_json
 from tests import fixtures
 
 
@@ -21,7 +21,7 @@ class PlanLaunchTest(parameterized.TestCase):
                 '--participation=min_sep_groups', '--noise_multiplier=2',
                 '--reference_report_goal=100', '--json')
     self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
-    (c,) = json.loads(proc.stdout)['candidates']
+    (c,) = strict_json.loads(proc.stdout)['candidates']
     self.assertEqual(c['population_min_separation'], 199)
     self.assertEqual(c['observed_min_separation'], 199)
     self.assertEqual(c['observed_max_participation'], 3)   # ceil(450/200)
@@ -34,7 +34,7 @@ class PlanLaunchTest(parameterized.TestCase):
                 '--timer_hours=6,12', '--rounds=200', '--noise_multiplier=7',
                 '--target_zcdp=5', '--json')
     self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
-    report = json.loads(proc.stdout)
+    report = strict_json.loads(proc.stdout)
     self.assertLen(report['candidates'], 4)
     for c in report['candidates']:
       self.assertAlmostEqual(c['noise_multiplier'],
@@ -57,7 +57,7 @@ class PlanLaunchTest(parameterized.TestCase):
                 '--timer_hours=6', '--rounds=200', '--noise_multiplier=7',
                 '--target_epsilon=0.5', '--json')
     self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
-    report = json.loads(proc.stdout, parse_constant=self.fail)
+    report = strict_json.loads(proc.stdout)
     self.assertFalse(any(c['meets_target'] for c in report['candidates']))
     rec = report['recommendation']
     self.assertEqual(rec['report_goal'], 200)

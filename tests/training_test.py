@@ -1,7 +1,6 @@
 """Tests of the training loop and the training binary."""
 
 import csv
-import json
 import os
 import signal
 import subprocess
@@ -15,6 +14,7 @@ import numpy as np
 
 from dpftrl_tff import data
 from dpftrl_tff import runtime
+from dpftrl_tff import strict_json
 from dpftrl_tff import synthetic
 from dpftrl_tff import training
 from dpftrl_tff.tff_compat import worker
@@ -147,7 +147,7 @@ class TrainingLoopTest(parameterized.TestCase):
     if aggregator == 'dp_ftrl_blt':
       self.assertEqual(final['privacy']['mechanism'], 'blt')
       with open(os.path.join(killed, 'blt.json')) as f:
-        saved = json.load(f)
+        saved = strict_json.load_file(f)
       # Optimized for T = 4 and the population's MinS (capped at T - 1).
       self.assertEqual(saved['optimized_for']['rounds'], 4)
       self.assertEqual(saved['optimized_for']['min_separation'], 3)
@@ -162,9 +162,9 @@ class TrainingLoopTest(parameterized.TestCase):
     self.assertIn('aggregator_average_client_norm', rows[0])
     self.assertTrue(os.listdir(os.path.join(full, 'tensorboard')))
     with open(os.path.join(full, training.HPARAMS_FILE)) as f:
-      self.assertEqual(json.load(f)['noise_multiplier'], 0.5)
+      self.assertEqual(strict_json.load_file(f)['noise_multiplier'], 0.5)
     with open(os.path.join(full, training.SUMMARY_FILE)) as f:
-      summary = json.load(f)
+      summary = strict_json.load_file(f)
     self.assertGreater(summary['privacy']['zcdp'], 0)
 
   def test_finished_run_is_a_noop_and_total_rounds_cannot_drop(self):
@@ -220,7 +220,7 @@ class TrainingLoopTest(parameterized.TestCase):
     self.assertEqual(sorted(s for t, s in events if t == 'train_loss'),
                      [1, 2, 3, 4])
     with open(os.path.join(out, training.HPARAMS_FILE)) as f:
-      provenance = json.load(f)['provenance']
+      provenance = strict_json.load_file(f)['provenance']
     self.assertEqual([p['resumed_from_round'] for p in provenance], [0, 2])
     self.assertIn('tensorflow-federated', provenance[0]['packages'])
     self.assertIn('commit', provenance[0])
@@ -316,7 +316,7 @@ class BinaryTest(parameterized.TestCase):
     self.assertIn('not the real StackOverflow data', proc.stdout)
     made = os.path.join(root, 'synthetic_stackoverflow_min5_clients30')
     with open(os.path.join(made, synthetic.PARAMS_NAME)) as f:
-      record = json.load(f)
+      record = strict_json.load_file(f)
     self.assertEqual((record['min_sentences_per_client'],
                       record['num_train_clients']), (5, 30))
     self.assertEqual(os.listdir(root).count('synthetic_stackoverflow'), 0)
