@@ -10,10 +10,10 @@ part how often, and rho-zCDP and epsilon of DP-FTRL with those MinS and MaxP.
   python -m experiments.plan_launch --population=4210000 --rounds=2000 \
       --timer_hours=48
 
-Each (report goal, timer) simulation of the timer model costs about 0.5 to
-1 minute per million devices and 2000 rounds on 2 cores
-(`benchmarks/participation_speed.py`); a simulation that runs past 5 s
-prints its progress and ETA on stderr.
+Each (report goal, timer) simulation of the timer model takes about 12 s
+per million devices and 2000 rounds on 2 cores (4.21M devices: 51 s,
+`benchmarks/participation_speed.py`, docs/performance.md); a simulation
+that runs past 5 s prints its progress and ETA on stderr.
 
 With --target_zcdp (or --target_epsilon) it answers the planner's question
 for a grid of report goals and timer periods: the noise multiplier grows
