@@ -39,6 +39,39 @@ class DataError(ValueError):
   """The data on disk is missing or not in StackOverflow format."""
 
 
+def create_tables(con: sqlite3.Connection):
+  """Creates TFF's StackOverflow tables (examples, client_metadata)."""
+  con.execute('CREATE TABLE examples (split_name TEXT NOT NULL, '
+              'client_id TEXT NOT NULL, '
+              'serialized_example_proto BLOB NOT NULL);')
+  con.execute('CREATE TABLE client_metadata (client_id TEXT NOT NULL, '
+              'split_name TEXT NOT NULL, num_examples INTEGER NOT NULL);')
+
+
+def index_tables(con: sqlite3.Connection):
+  """The index TFF's per-client queries use."""
+  con.execute('CREATE INDEX examples_client ON examples '
+              '(client_id, split_name);')
+
+
+def serialize_example(*, tokens: str, date: str, kind: str, title: str = '',
+                      tags: str = '', score: int = 0) -> bytes:
+  """A StackOverflow `tf.train.Example` with the six features TFF parses."""
+  def text(value):
+    return tf.train.Feature(bytes_list=tf.train.BytesList(
+        value=[value.encode('utf-8')]))
+  feature = {
+      'creation_date': text(date),
+      'score': tf.train.Feature(int64_list=tf.train.Int64List(value=[score])),
+      'tags': text(tags),
+      'title': text(title),
+      'tokens': text(tokens),
+      'type': text(kind),
+  }
+  return tf.train.Example(features=tf.train.Features(
+      feature=feature)).SerializeToString()
+
+
 def database_path(cache_dir: str) -> str:
   return os.path.join(cache_dir, DATABASE_NAME)
 

@@ -105,6 +105,38 @@ def _open_text(path: str):
   return opener(path, 'rt', encoding='utf-8')
 
 
+def _read_jsonl(path: str, flag: str,
+                fields: Sequence[str]) -> Iterator[tuple]:
+  """(line number, object) of a JSON-lines file, maybe compressed.
+
+  Every object must have string `fields`; anything else raises CorpusError
+  naming the flag, the file and the line.
+  """
+  if not os.path.isfile(path):
+    raise CorpusError(f'--{flag}={path}: no such file.')
+  try:
+    with _open_text(path) as f:
+      for number, line in enumerate(f, 1):
+        if not line.strip():
+          continue
+        where = f'--{flag}={path}, line {number}'
+        try:
+          obj = json.loads(line)
+        except ValueError as e:
+          raise CorpusError(f'{where}: not JSON ({e}).') from None
+        if not isinstance(obj, dict):
+          raise CorpusError(f'{where}: expected an object with '
+                            f'{", ".join(fields)}.')
+        missing = [k for k in fields if not isinstance(obj.get(k), str)]
+        if missing:
+          raise CorpusError(f'{where}: no string field(s) '
+                            f'{", ".join(missing)}.')
+        yield number, obj
+  except (OSError, EOFError, lzma.LZMAError, UnicodeDecodeError) as e:
+    raise CorpusError(f'--{flag}={path}: cannot read it '
+                      f'({type(e).__name__}: {e}).') from None
+
+
 def read_commits_jsonl(path: str, hasher=None) -> Iterator[Commit]:
   """Commits of a JSON-lines export (`commit`, `author`, `date`, `message`).
 
@@ -112,32 +144,10 @@ def read_commits_jsonl(path: str, hasher=None) -> Iterator[Commit]:
   object raises CorpusError naming the file and line.
   """
   hasher = hasher or _AuthorHasher()
-  if not os.path.isfile(path):
-    raise CorpusError(f'--commits_jsonl={path}: no such file.')
-  try:
-    with _open_text(path) as f:
-      for number, line in enumerate(f, 1):
-        if not line.strip():
-          continue
-        try:
-          obj = json.loads(line)
-        except ValueError as e:
-          raise CorpusError(f'--commits_jsonl={path}, line {number}: not '
-                            f'JSON ({e}).') from None
-        if not isinstance(obj, dict):
-          raise CorpusError(f'--commits_jsonl={path}, line {number}: '
-                            f'expected an object with commit, author, date '
-                            f'and message.')
-        missing = [k for k in ('author', 'date', 'message')
-                   if not isinstance(obj.get(k), str)]
-        if missing:
-          raise CorpusError(f'--commits_jsonl={path}, line {number}: no '
-                            f'string field(s) {", ".join(missing)}.')
-        yield Commit(str(obj.get('commit', number)), hasher(obj['author']),
-                     obj['date'], obj['message'])
-  except (OSError, EOFError, lzma.LZMAError, UnicodeDecodeError) as e:
-    raise CorpusError(f'--commits_jsonl={path}: cannot read it '
-                      f'({type(e).__name__}: {e}).') from None
+  for number, obj in _read_jsonl(path, 'commits_jsonl',
+                                 ('author', 'date', 'message')):
+    yield Commit(str(obj.get('commit', number)), hasher(obj['author']),
+                 obj['date'], obj['message'])
 
 
 _FIELD, _RECORD = '\x1f', '\x1e'
@@ -330,25 +340,8 @@ def document_sentences(text: str, *,
 
 def read_docs_jsonl(path: str) -> Iterator[Dict[str, str]]:
   """Documents of a JSON-lines export (`path`, `text`); maybe compressed."""
-  if not os.path.isfile(path):
-    raise CorpusError(f'--docs_jsonl={path}: no such file.')
-  try:
-    with _open_text(path) as f:
-      for number, line in enumerate(f, 1):
-        if not line.strip():
-          continue
-        try:
-          obj = json.loads(line)
-        except ValueError as e:
-          raise CorpusError(f'--docs_jsonl={path}, line {number}: not JSON '
-                            f'({e}).') from None
-        if not isinstance(obj, dict) or not isinstance(obj.get('text'), str):
-          raise CorpusError(f'--docs_jsonl={path}, line {number}: expected '
-                            f'an object with a string "text".')
-        yield dict(path=str(obj.get('path', number)), text=obj['text'])
-  except (OSError, EOFError, lzma.LZMAError, UnicodeDecodeError) as e:
-    raise CorpusError(f'--docs_jsonl={path}: cannot read it '
-                      f'({type(e).__name__}: {e}).') from None
+  for number, obj in _read_jsonl(path, 'docs_jsonl', ('text',)):
+    yield dict(path=str(obj.get('path', number)), text=obj['text'])
 
 
 def read_docs_dir(root: str) -> Iterator[Dict[str, str]]:
@@ -461,19 +454,6 @@ def assign_splits(authors: Dict[str, _Author], settings: BuildSettings
               test=kept[n_train + n_heldout:])
 
 
-def _example(tokens: str, date: str) -> bytes:
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-
-  def b(s):
-    return tf.train.Feature(bytes_list=tf.train.BytesList(
-        value=[s.encode('utf-8')]))
-  return tf.train.Example(features=tf.train.Features(feature={
-      'creation_date': b(date), 'score': tf.train.Feature(
-          int64_list=tf.train.Int64List(value=[0])),
-      'tags': b(''), 'title': b(''), 'tokens': b(tokens),
-      'type': b('commit')})).SerializeToString()
-
-
 def _percentiles(sizes: Sequence[int]) -> Dict[str, float]:
   if not sizes:
     return {}
@@ -497,11 +477,7 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
   split_counts: Dict[str, collections.Counter] = {}
   stats: Dict[str, Dict] = {}
   try:
-    con.execute('CREATE TABLE examples (split_name TEXT NOT NULL, '
-                'client_id TEXT NOT NULL, '
-                'serialized_example_proto BLOB NOT NULL);')
-    con.execute('CREATE TABLE client_metadata (client_id TEXT NOT NULL, '
-                'split_name TEXT NOT NULL, num_examples INTEGER NOT NULL);')
+    data.create_tables(con)
     number = 0
     for split in data.SPLITS:
       counter = split_counts[split] = collections.Counter()
@@ -509,7 +485,8 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
       for author in splits[split]:
         number += 1
         cid = f'{number:08d}'
-        rows = [(split, cid, _example(s, date))
+        rows = [(split, cid, data.serialize_example(
+            tokens=s, date=date, kind='commit'))
                 for date, s in sorted(author.sentences)]
         for _, s in author.sentences:
           words = s.split(' ')
@@ -523,8 +500,7 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
                           tokens=tokens,
                           sentences_per_client=_percentiles(sizes))
     word_counts = split_counts['train']
-    con.execute('CREATE INDEX examples_client ON examples '
-                '(client_id, split_name);')
+    data.index_tables(con)
     con.commit()
   finally:
     con.close()

@@ -34,7 +34,6 @@ import tempfile
 from typing import Any, Dict, List
 
 import numpy as np
-import tensorflow as tf
 
 from dpftrl_tff import checks
 from dpftrl_tff import data
@@ -137,23 +136,6 @@ def language(*, seed: int = 0, num_words: int = 4000,
   return _Language(np.random.default_rng(seed), num_words, num_topics)
 
 
-def _example(tokens: str, title: str, tags: str, kind: str, score: int,
-             date: str) -> bytes:
-  def b(s):
-    return tf.train.Feature(bytes_list=tf.train.BytesList(
-        value=[s.encode('utf-8')]))
-  feature = {
-      'creation_date': b(date),
-      'score': tf.train.Feature(int64_list=tf.train.Int64List(value=[score])),
-      'tags': b(tags),
-      'title': b(title),
-      'tokens': b(tokens),
-      'type': b(kind),
-  }
-  return tf.train.Example(features=tf.train.Features(
-      feature=feature)).SerializeToString()
-
-
 def generate(cache_dir: str, *, num_train_clients: int = 3000,
              num_heldout_clients: int = 300, num_test_clients: int = 300,
              num_words: int = 4000, num_topics: int = 40,
@@ -199,11 +181,7 @@ def generate(cache_dir: str, *, num_train_clients: int = 3000,
   os.remove(tmp)
   con = sqlite3.connect(tmp)
   try:
-    con.execute('CREATE TABLE examples (split_name TEXT NOT NULL, '
-                'client_id TEXT NOT NULL, '
-                'serialized_example_proto BLOB NOT NULL);')
-    con.execute('CREATE TABLE client_metadata (client_id TEXT NOT NULL, '
-                'split_name TEXT NOT NULL, num_examples INTEGER NOT NULL);')
+    data.create_tables(con)
     client_number = 0
     for split, num_clients in (('train', num_train_clients),
                                ('heldout', num_heldout_clients),
@@ -228,15 +206,15 @@ def generate(cache_dir: str, *, num_train_clients: int = 3000,
           kind = 'question' if k % 3 == 0 else 'answer'
           title = ' '.join(tokens.split()[:5]) if kind == 'question' else ''
           date = f'2010-{1 + k % 12:02d}-{1 + k % 28:02d} 00:00:00.000 UTC'
-          rows.append((split, cid, _example(tokens, title, tags, kind,
-                                            int(rng.integers(-2, 20)), date)))
+          rows.append((split, cid, data.serialize_example(
+              tokens=tokens, title=title, tags=tags, kind=kind,
+              score=int(rng.integers(-2, 20)), date=date)))
         con.executemany('INSERT INTO examples VALUES (?, ?, ?)', rows)
         con.execute('INSERT INTO client_metadata VALUES (?, ?, ?)',
                     (cid, split, n))
         total += n
       counts[split] = total
-    con.execute('CREATE INDEX examples_client ON examples '
-                '(client_id, split_name);')
+    data.index_tables(con)
     con.commit()
   finally:
     con.close()

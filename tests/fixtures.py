@@ -1,6 +1,7 @@
 """Shared test helpers: a generated database per size, running binaries."""
 
 import functools
+import json
 import os
 import re
 import subprocess
@@ -40,3 +41,11 @@ def own_lines(text: str):
   """The lines of a binary's output that are not TensorFlow's C++ logs."""
   return [line for line in text.strip().splitlines()
           if line.strip() and not _TF_LOG_RE.match(line)]
+
+
+def write_jsonl(path: str, objects) -> str:
+  """Writes one JSON object a line (a commits or docs export); the path."""
+  with open(path, 'w', encoding='utf-8') as f:
+    for obj in objects:
+      f.write(json.dumps(obj) + '\n')
+  return path

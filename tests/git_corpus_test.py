@@ -1,6 +1,5 @@
 """Tests of the git-history corpus (experiments.build_git_corpus)."""
 
-import json
 import os
 import sqlite3
 import subprocess
@@ -190,20 +189,16 @@ class JsonlAndPublicTextTest(absltest.TestCase):
 
   def test_jsonl_export_and_docs_become_corpus_and_public_text(self):
     folder = tempfile.mkdtemp()
-    commits = os.path.join(folder, 'commits.jsonl')
-    with open(commits, 'w') as f:
-      for k in range(6):
-        for i in range(10):
-          f.write(json.dumps(dict(
-              commit=f'{k}{i}', author=f'hash{i}', date=f'2021-02-0{1 + k}',
-              message=f'topic{i}: change number {k}\n\nIt does {k} things '
-              f'well. Signed-off-by: x\n')) + '\n')
-    docs = os.path.join(folder, 'docs.jsonl')
-    with open(docs, 'w') as f:
-      for d in range(5):
-        f.write(json.dumps(dict(path=f'doc{d}.adoc', text=(
+    commits = fixtures.write_jsonl(os.path.join(folder, 'commits.jsonl'), [
+        dict(commit=f'{k}{i}', author=f'hash{i}', date=f'2021-02-0{1 + k}',
+             message=f'topic{i}: change number {k}\n\nIt does {k} things '
+             f'well. Signed-off-by: x\n')
+        for k in range(6) for i in range(10)])
+    docs = fixtures.write_jsonl(os.path.join(folder, 'docs.jsonl'), [
+        dict(path=f'doc{d}.adoc', text=(
             f'= Document {d}\n\nThis is public prose number {d}. '
-            'It talks about many things at length.\n') * 5)) + '\n')
+            'It talks about many things at length.\n') * 5)
+        for d in range(5)])
     out = os.path.join(folder, 'corpus')
     stats = git_corpus.build(
         out, git_corpus.read_commits_jsonl(commits),

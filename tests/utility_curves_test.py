@@ -39,20 +39,15 @@ class ReproduceUtilityCurvesTest(absltest.TestCase):
 
   def test_quick_mode_on_a_git_corpus(self):
     folder = tempfile.mkdtemp()
-    commits = os.path.join(folder, 'commits.jsonl')
-    with open(commits, 'w') as f:
-      for k in range(3):
-        for i in range(30):
-          f.write(json.dumps(dict(
-              commit=f'{k}-{i}', author=f'author{i}', date=f'2021-0{1 + k}-01',
-              message=f'area{i % 4}: fix the widget number {k}\n\nThe '
-              f'widget broke when it was empty. This keeps it safe. It was '
-              f'reported twice.\n')) + '\n')
-    docs = os.path.join(folder, 'docs.jsonl')
-    with open(docs, 'w') as f:
-      f.write(json.dumps(dict(path='a.adoc', text=(
-          'The widget is safe when it is empty. It keeps its data.\n') * 50))
-              + '\n')
+    commits = fixtures.write_jsonl(os.path.join(folder, 'commits.jsonl'), [
+        dict(commit=f'{k}-{i}', author=f'author{i}', date=f'2021-0{1 + k}-01',
+             message=f'area{i % 4}: fix the widget number {k}\n\nThe '
+             f'widget broke when it was empty. This keeps it safe. It was '
+             f'reported twice.\n')
+        for k in range(3) for i in range(30)])
+    docs = fixtures.write_jsonl(os.path.join(folder, 'docs.jsonl'), [dict(
+        path='a.adoc',
+        text='The widget is safe when it is empty. It keeps its data.\n' * 50)])
     corpus = os.path.join(folder, 'corpus')
     built = fixtures.run_module(
         'experiments.build_git_corpus', f'--commits_jsonl={commits}',
