@@ -103,10 +103,10 @@ _GIT_EXTRA = dict(client_lr=0.5, participation='min_sep_groups',
 def _git_scale(quick: bool) -> Scale:
   if quick:
     return dataclasses.replace(_scale(True), data={}, extra=_GIT_EXTRA)
-  return Scale(rounds=300, noise_multiplier=0.1,
+  return Scale(rounds=200, noise_multiplier=0.1,
                model=dict(vocab_size=4000, latent_size=128,
                           embedding_size=64),
-               data={}, pretrain_batch=64, rounds_per_eval=25,
+               data={}, pretrain_batch=64, rounds_per_eval=20,
                num_eval_examples=2000, restart_warmup=100,
                restart_frequency=100, extra=_GIT_EXTRA)
 
