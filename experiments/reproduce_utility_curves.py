@@ -28,8 +28,17 @@ rounds to the target from pretraining is printed per seed. --quick runs a
 tiny model for a few rounds (the tests' scale: checks the pipeline, not the
 findings).
 
+With --cache_dir=<corpus of experiments.build_git_corpus, built with its
+documentation> it reproduces the same figures on real text (files suffixed
+_git): configs/git_corpus.flags' model (vocab 4000, CIFG 128, embedding 64)
+and settings at 20 clients a round for 200 rounds, min_sep_groups
+participation (the runs' own privacy is a guarantee) with the equivalent
+launch's privacy labelled beside it, pretraining on the corpus's
+documentation (TFDS dpftrl_public_text).
+
   python -m experiments.reproduce_utility_curves          # about 28 minutes
   python -m experiments.reproduce_utility_curves --quick  # about a minute
+  python -m experiments.reproduce_utility_curves --cache_dir=corpora/git
 """
 
 import dataclasses
