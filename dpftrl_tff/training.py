@@ -379,6 +379,11 @@ def check_memory(config: TrainConfig):
         f'machine has {total / 2**30:.0f} GiB. Choose a smaller model.')
 
 
+def _short(value: float) -> str:
+  """A loss for the progress line: 4 decimals, or 4 digits when huge."""
+  return f'{value:.4f}' if abs(value) < 1e4 else f'{value:.4g}'
+
+
 def _round_row(config, result: loop.RoundResult, clip_in_force):
   """The metrics.csv row of one round; returns (row, clip for next round)."""
   flat: Dict[str, float] = {}
@@ -714,7 +719,7 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
     eval_text = (f' eval_acc {row["eval_in_vocab_accuracy"]:.4f}'
                  if evaluated else '')
     bar.update(done, result.seconds,
-               f'loss {row["train_loss"]:.4f} '
+               f'loss {_short(row["train_loss"])} '
                f'acc {row["train_in_vocab_accuracy"]:.4f}{eval_text}',
                force=evaluated)
 
