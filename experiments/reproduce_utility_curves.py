@@ -116,7 +116,7 @@ def _git_scale(quick: bool) -> Scale:
                model=dict(vocab_size=4000, latent_size=128,
                           embedding_size=64),
                data={}, pretrain_batch=64, rounds_per_eval=20,
-               num_eval_examples=2000, restart_warmup=100,
+               num_eval_examples=2000, restart_warmup=50,
                restart_frequency=100, extra=_GIT_EXTRA)
 
 

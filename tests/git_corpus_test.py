@@ -109,6 +109,14 @@ class BuildTest(absltest.TestCase):
     super().setUpClass()
     cls.repo = make_repo()
 
+  def _build_here(self, **settings):
+    """The corpus built in this process (as the binary does)."""
+    out = tempfile.mkdtemp()
+    git_corpus.build(out, git_corpus.read_git_log(self.repo),
+                     git_corpus.BuildSettings(heldout_fraction=0.2,
+                                              test_fraction=0.2, **settings))
+    return out
+
   def _build(self, seed=0, **kwargs):
     out = tempfile.mkdtemp()
     proc = fixtures.run_module(
@@ -137,9 +145,9 @@ class BuildTest(absltest.TestCase):
     vocab = data.load_vocab(out, 5)
     self.assertEqual(vocab[0], 'the')
     # The same seed gives the same database; another seed other splits.
-    again, _ = self._build(seed=4)
+    again = self._build_here(seed=4)   # Another salt, the same database.
     self.assertEqual(_dump(out), _dump(again))
-    other, _ = self._build(seed=5)
+    other = self._build_here(seed=5)
     self.assertNotEqual(_dump(out)[0], _dump(other)[0])
     # No identity, no dropped text anywhere in the output.
     blobs = open(data.database_path(out), 'rb').read()
@@ -154,8 +162,7 @@ class BuildTest(absltest.TestCase):
     strict_json.load(os.path.join(out, 'corpus.json'))
 
   def test_date_split_trains_on_the_oldest_authors(self):
-    out, _ = self._build(split='date')
-    rows = _dump(out)[1]
+    rows = _dump(self._build_here(split='date'))[1]
     # Client ids follow the first commit; date split: oldest train.
     self.assertEqual([r[1] for r in rows], ['train'] * 8 + ['heldout'] * 2 +
                      ['test'] * 2)
@@ -168,14 +175,22 @@ class BuildTest(absltest.TestCase):
     with open(bad_jsonl, 'w') as f:
       f.write('{"author": "a", "date": "2020-01-01", "message": "x y"}\n'
               '{"author": 3}\n')
+    settings = git_corpus.BuildSettings
+    for build, expected in (
+        (lambda: list(git_corpus.read_git_log(not_repo)),
+         'not a git repository'),
+        (lambda: list(git_corpus.read_git_log(empty_repo)), 'no commits'),
+        (lambda: list(git_corpus.read_commits_jsonl(bad_jsonl)),
+         'line 2: no string field'),
+        (lambda: self._build_here(min_examples_per_client=1000), 'too few'),
+        (lambda: settings(heldout_fraction=0.9).validate(),
+         '--heldout_fraction'),
+        (lambda: settings(split='time').validate(), '--split')):
+      with self.assertRaisesRegex(ValueError, expected):
+        build()
+    # The binary turns them into one line (the error, no traceback).
     for args, expected in (
         ([f'--git_repo={not_repo}'], 'not a git repository'),
-        ([f'--git_repo={empty_repo}'], 'no commits'),
-        ([f'--commits_jsonl={bad_jsonl}'], 'line 2: no string field'),
-        ([f'--git_repo={self.repo}', '--min_examples_per_client=1000'],
-         'too few'),
-        ([f'--git_repo={self.repo}', '--heldout_fraction=0.9'],
-         '--heldout_fraction'),
         ([], 'exactly one of --git_repo and --commits_jsonl')):
       proc = fixtures.run_module('experiments.build_git_corpus',
                                  f'--output_dir={tempfile.mkdtemp()}', *args)
