@@ -49,7 +49,9 @@ class NoiseSweepBinaryTest(parameterized.TestCase):
       rows = list(csv.DictReader(f))
     self.assertEqual([(r['noise_multiplier'], r['seed']) for r in rows],
                      [('0.0', '4'), ('2.0', '4')])
-    self.assertEqual(float(rows[0]['zcdp']), 0.0)       # No noise, no DP.
+    # No noise: no privacy, which reads 'none', never 0.
+    self.assertEqual((rows[0]['zcdp'], rows[0]['epsilon'],
+                      rows[0]['privacy']), ('', '', 'none'))
     self.assertGreater(float(rows[1]['zcdp']), 0.0)
     self.assertEqual(rows[0]['launch_epsilon'], '')     # No noise, none.
     # z = 2 at 3 clients is z = 2 * 6500 / 3 at the launch's report goal.
