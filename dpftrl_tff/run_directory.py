@@ -89,6 +89,12 @@ def _atomic(path: str, mode: str = 'w', sync: bool = True):
     raise
 
 
+def write_text_atomic(path: str, text: str):
+  """Writes `text` (UTF-8) atomically: a temporary file renamed over it."""
+  with _atomic(path, sync=False) as f:
+    f.write(text)
+
+
 def write_csv_atomic(path: str, rows: Sequence[Dict[str, Any]]):
   """Writes dict rows to a CSV atomically.
 

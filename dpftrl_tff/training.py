@@ -34,6 +34,7 @@ from dpftrl_tff import metrics as lm_metrics
 from dpftrl_tff import models
 from dpftrl_tff import participation
 from dpftrl_tff import pretrained
+from dpftrl_tff import privacy_report
 from dpftrl_tff import progress
 from dpftrl_tff import run_directory
 from dpftrl_tff import runtime
@@ -263,7 +264,13 @@ def _privacy_dict(report, **extra):
               min_separation=report.min_separation,
               restart_rounds=list(report.restart_rounds),
               mechanism=report.mechanism, zcdp=report.zcdp,
-              epsilon=report.epsilon, delta=report.delta)
+              epsilon=report.epsilon, delta=report.delta,
+              epsilon_closed_form=report.epsilon_closed_form,
+              sensitivity_squared=report.sensitivity_squared,
+              effective_noise_multiplier=report.effective_noise_multiplier,
+              value_noise_multiplier=report.value_noise_multiplier,
+              clipped_count_stddev=report.clipped_count_stddev,
+              secagg=report.secagg, blt=report.blt)
 
 
 def launch_equivalent_privacy(config: TrainConfig,
@@ -765,5 +772,8 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
                      participations_histogram=log.histogram().tolist()),
                  seconds=(datetime.datetime.now() - started).total_seconds())
   run_dir.write_summary(summary)
+  run_directory.write_text_atomic(
+      run_dir.file(privacy_report.FILE_NAME),
+      privacy_report.for_run(summary, config, run_dir.path))
   logging.info('Summary: %s', summary)
   return summary

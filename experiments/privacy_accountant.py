@@ -23,6 +23,8 @@ from absl import app
 from absl import flags
 
 from dpftrl_tff import accounting
+from dpftrl_tff import privacy_report
+from dpftrl_tff import run_directory
 from dpftrl_tff import strict_json
 from dpftrl_tff.accounting import blt_optimizer
 
@@ -80,6 +82,11 @@ _BLT_ERROR = flags.DEFINE_enum(
     'With --mechanism=blt and no --blt_params: optimize the max or mean '
     'squared error of the prefix sums.')
 _JSON = flags.DEFINE_bool('json', False, 'Print one JSON object.')
+_REPORT = flags.DEFINE_string(
+    'privacy_report', None,
+    'Also write the privacy report of this planned launch (Markdown, the '
+    'paper\'s appendix structure; a run writes its own privacy_report.md) '
+    'to this file.')
 
 
 def parse_restart_rounds(text, rounds):
@@ -299,6 +306,33 @@ def format_report(r):
   return '\n'.join(lines)
 
 
+def launch_report(r) -> str:
+  """privacy_report.md of a planned launch, from build_report's dict."""
+  if r['population'] is not None:
+    where = (f'a population of {r["population"]} devices at report goal '
+             f'{r["report_goal"]} allows MinS at most '
+             f'{r["max_reachable_min_separation"]}; ')
+  else:
+    where = ''
+  participation = (
+      f'{where}the launch must enforce MinS >= {r["min_separation"]} and '
+      f'MaxP <= {r["max_participation"]}{_maxp_note(r)}, for example by the '
+      'client-side participation timer (paper Sec. 2.1); these are planned '
+      'values, to be checked against the launch\'s participation log.')
+  if r['value_noise_multiplier'] is not None:
+    clipping = ('adaptive l2 clip norm (the paper\'s Algorithm 1); the clip '
+                'in force changes only when a tree restarts.')
+  elif r['secagg'] is not None:
+    clipping = f'fixed l2 clip norm C = {r["secagg"]["clip_norm"]:g}.'
+  else:
+    clipping = ('a fixed l2 clip norm C per client update (the accounting '
+                'does not depend on its value).')
+  return privacy_report.render(
+      r, subject='planned launch', participation=participation,
+      clipping=clipping,
+      released=f'the model weights after each of the {r["rounds"]} rounds.')
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
@@ -317,6 +351,13 @@ def main(argv):
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
+  if _REPORT.value:
+    try:
+      run_directory.write_text_atomic(_REPORT.value, launch_report(report))
+    except OSError as e:
+      print(f'error: --privacy_report={_REPORT.value}: cannot write: '
+            f'{e.strerror}', file=sys.stderr)
+      return 2
   if _JSON.value:
     print(strict_json.dumps(report, sort_keys=True))
   else:

@@ -406,15 +406,21 @@ def main(argv):
                            final_accuracy=_curve(summary)[1][-1]))
   run_directory.write_csv_atomic(
       os.path.join(out, f'utility_pretraining{suffix}.csv'), pre_rows)
-  plotting.line_plot(
+  def per_seed(key, scale_by=1.0):
+    return [(f'seed {seed}',
+             [r['pretrain_steps'] for r in pre_rows if r['seed'] == seed],
+             [scale_by * r[key] if r[key] is not None else np.nan
+              for r in pre_rows if r['seed'] == seed]) for seed in seeds]
+  # Markers, so that a seed with one point (or with a gap where a run did
+  # not reach the target) still shows.
+  plotting.panels_plot(
       os.path.join(out, f'utility_pretraining{suffix}.png'),
-      [(f'seed {seed}', [r['pretrain_steps'] for r in pre_rows
-                         if r['seed'] == seed],
-        [r['rounds_to_target'] if r['rounds_to_target'] is not None
-         else np.nan for r in pre_rows if r['seed'] == seed])
-       for seed in seeds],
-      title=f'Rounds to {100 * target:.1f}% against pretraining',
-      xlabel='pretraining steps', ylabel='rounds to target')
+      [(f'rounds to {100 * target:.1f}% (gap: not reached)',
+        per_seed('rounds_to_target'), False),
+       ('final eval in-vocab accuracy (%)',
+        per_seed('final_accuracy', 100.0), False)],
+      xlabel='pretraining steps',
+      title=f'Pretraining on public text, then DP-FTRL ({data_label})')
 
   print(f'Target accuracy {100 * target:.2f}%.')
   for t in targets:

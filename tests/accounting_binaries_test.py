@@ -12,18 +12,25 @@ from dpftrl_tff import strict_json
 from experiments import reproduce_tables
 
 from tests import fixtures
+from tests import privacy_report_test
 
 _run = fixtures.run_module
 
 
 class PrivacyAccountantTest(parameterized.TestCase):
 
-  def test_json_matches_library(self):
+  def test_json_and_privacy_report_match_library(self):
+    path = os.path.join(tempfile.mkdtemp(), 'privacy_report.md')
     proc = _run('experiments.privacy_accountant', '--rounds=930',
                 '--noise_multiplier=7', '--min_separation=212',
-                '--max_participation=4', '--json')
+                '--max_participation=4', '--json', f'--privacy_report={path}')
     self.assertEqual(proc.returncode, 0, proc.stderr)
     report = strict_json.loads(proc.stdout.strip().splitlines()[-1])
+    with open(path) as f:
+      text = f.read()
+    privacy_report_test.assert_report_matches(self, text, report)
+    self.assertIn('planned launch', text)
+    self.assertIn('MinS >= 212 and MaxP <= 4', text)
     self.assertAlmostEqual(
         report['zcdp'],
         accounting.compute_zcdp_single_tree(7.0, 930, 4, 212))

@@ -19,6 +19,7 @@ from dpftrl_tff import synthetic
 from dpftrl_tff import training
 from dpftrl_tff.tff_compat import worker
 from tests import fixtures
+from tests import privacy_report_test
 
 ROOT = fixtures.ROOT
 
@@ -58,6 +59,11 @@ def _tensorboard_events(output_dir):
       for value in event.summary.value:
         events.append((value.tag, event.step))
   return events
+
+
+def _privacy_report(output_dir):
+  with open(os.path.join(output_dir, 'privacy_report.md')) as f:
+    return f.read()
 
 
 def _weights(output_dir):
@@ -259,13 +265,23 @@ class TrainingLoopTest(parameterized.TestCase):
     self.assertEqual(in_force[3], in_force[4])
     self.assertNotEqual(in_force[1], in_force[2])
     self.assertEqual(summary['privacy']['restart_rounds'], [2])
+    report = _privacy_report(out)
+    privacy_report_test.assert_report_matches(self, report,
+                                              summary['privacy'])
+    self.assertIn('adaptive l2 clip norm', report)
+    self.assertIn('z_Delta', report)
 
   @parameterized.named_parameters(('tree', 'dp_ftrl'),
                                   ('blt', 'dp_ftrl_blt'))
   def test_secagg_inside(self, aggregator):
     out = os.path.join(tempfile.mkdtemp(), 'secagg')
-    train(tiny_config(total_rounds=2, secagg=True, secagg_scale=4096.0,
-                      secagg_debug=True, aggregator=aggregator), out)
+    summary = train(tiny_config(total_rounds=2, secagg=True,
+                                secagg_scale=4096.0, secagg_debug=True,
+                                aggregator=aggregator), out)
+    report = _privacy_report(out)
+    privacy_report_test.assert_report_matches(self, report,
+                                              summary['privacy'])
+    self.assertIn('C_inflated', report)
     with open(os.path.join(out, training.METRICS_FILE)) as f:
       rows = list(csv.DictReader(f))
     for row in rows:

@@ -1,0 +1,292 @@
+"""The privacy report of a run or a planned launch: `privacy_report.md`.
+
+The structure is the paper's Appendix "Reporting privacy guarantees" (Xu,
+Zhang et al. 2023), which follows Ponomareva et al. (2023, Sec. 5.3): the
+DP setting; the DP definition instantiated (data accesses covered, final
+mechanism output, unit of privacy, adjacency); the mechanism and its
+parameters; the accounting (type, assumptions, formal statement); and,
+when the run carried canaries, the empirical estimate beside the bound.
+
+Every number comes from the accountant's own report (`privacy` below: the
+dict of `accounting.PrivacyReport` fields that `training.privacy_spent`
+and `experiments.privacy_accountant` produce); nothing is recomputed here,
+so the report cannot disagree with `summary.json`. The table "Accounted
+figures" is the machine-checkable part (tests parse it back).
+"""
+
+import math
+from typing import Any, Dict, List, Optional
+
+FILE_NAME = 'privacy_report.md'
+
+# Labels of the "Accounted figures" table, in order: (label, key, format).
+FIGURES = (
+    ('rounds T', 'rounds', 'd'),
+    ('noise multiplier z', 'noise_multiplier', '.6g'),
+    ('effective noise multiplier', 'effective_noise_multiplier', '.6g'),
+    ('min separation MinS (accounted)', 'min_separation', 'd'),
+    ('max participation MaxP (accounted)', 'max_participation', 'd'),
+    ('sensitivity^2', 'sensitivity_squared', '.10g'),
+    ('rho-zCDP', 'zcdp', '.6g'),
+    ('delta', 'delta', 'g'),
+    ('epsilon (PLD)', 'epsilon', '.6g'),
+    ('epsilon (closed form from rho)', 'epsilon_closed_form', '.6g'),
+)
+
+
+def number(value: Any, fmt: str) -> str:
+  """`value` in `fmt`; None as '-', a non-finite float as 'nan' / 'inf'."""
+  if value is None:
+    return '-'
+  if isinstance(value, float) and not math.isfinite(value):
+    return 'nan' if math.isnan(value) else ('inf' if value > 0 else '-inf')
+  return format(value, fmt)
+
+
+def figures_table(privacy: Dict[str, Any]) -> List[str]:
+  lines = ['| quantity | value |', '| --- | --- |']
+  for label, key, fmt in FIGURES:
+    if key in privacy:
+      lines.append(f'| {label} | {number(privacy[key], fmt)} |')
+  return lines
+
+
+def parse_figures(text: str) -> Dict[str, str]:
+  """The "Accounted figures" table of a report, label -> printed value."""
+  labels = {label for label, _, _ in FIGURES}
+  out = {}
+  for line in text.splitlines():
+    cells = [c.strip() for c in line.strip().strip('|').split('|')]
+    if len(cells) == 2 and cells[0] in labels:
+      out[cells[0]] = cells[1]
+  return out
+
+
+def _mechanism_lines(privacy, clipping: str) -> List[str]:
+  z = privacy['noise_multiplier']
+  if privacy.get('mechanism') == 'blt':
+    blt = privacy.get('blt') or {}
+    noise = ('BLT-DP-FTRL (buffered linear Toeplitz noise, Dvijotham et '
+             'al. 2024; arXiv 2405.13763): correlated Gaussian noise of std '
+             f'z C per coordinate, z = {z:g}; buffer decays '
+             f'{_floats(blt.get("buf_decay"))}, output scales '
+             f'{_floats(blt.get("output_scale"))}.')
+  else:
+    restarts = privacy.get('restart_rounds') or []
+    noise = ('DP-FTRL with tree aggregation (Kairouz et al. 2021): Gaussian '
+             f'noise of std z C per tree node, z = {z:g}; '
+             + (f'tree restarts at rounds {_ints(restarts)}.' if restarts
+                else 'one tree, no restarts.'))
+  lines = [f'- Noise: {noise}', f'- Clipping: {clipping}']
+  if privacy.get('value_noise_multiplier') is not None:
+    lines.append(
+        '- Adaptive clipping (Andrew et al. 2021; the paper\'s Algorithm 1): '
+        f'clipped-count noise sigma_b = {privacy["clipped_count_stddev"]:g}, '
+        f'value noise z_Delta = {privacy["value_noise_multiplier"]:.6g}; '
+        'accounted as one Gaussian mechanism of the equivalent z (Theorem 1 '
+        'of Andrew et al.).')
+  secagg = privacy.get('secagg')
+  if secagg:
+    lines.append(
+        f'- SecAgg-style discretization (Kairouz et al. 2021b): scale s = '
+        f'{secagg["scale"]:g}, model dimension {secagg["model_dim"]} '
+        f'(padded {secagg["padded_dim"]}), C = {secagg["clip_norm"]:g} '
+        f'inflated to C_inflated = {secagg["inflated_clip_norm"]:.6g} by '
+        'randomized rounding; the accounting uses C_inflated, so the '
+        'effective noise multiplier is z C / C_inflated. The simulation '
+        'rounds and sums in the modular field; it does not run the '
+        'cryptographic protocol.')
+  return lines
+
+
+def _floats(values) -> str:
+  return '[' + ', '.join(f'{float(v):.6g}' for v in (values or [])) + ']'
+
+
+def _ints(values) -> str:
+  shown = ', '.join(str(int(v)) for v in values[:12])
+  return shown + (', ...' if len(values) > 12 else '')
+
+
+def render(privacy: Optional[Dict[str, Any]], *, subject: str,
+           participation: str, clipping: str, released: str,
+           launch_equivalent: Optional[Dict[str, Any]] = None,
+           empirical: Optional[Dict[str, Any]] = None) -> str:
+  """The report as Markdown.
+
+  Args:
+    privacy: the accountant's figures (PrivacyReport fields); None for a run
+      without DP noise, whose report says that it has no guarantee.
+    subject: what is reported on ("run <dir>" or "planned launch").
+    participation: how MinS and MaxP were enforced and what was observed.
+    clipping: the clip norm in words (fixed C, or adaptive from C_0).
+    released: what the run writes out (weights, metrics).
+    launch_equivalent: the launch this simulation stands for (labelled, not
+      the run's guarantee), or None.
+    empirical: the canary estimate (`empirical_privacy` of summary.json),
+      or None.
+  """
+  lines = [f'# Privacy report: {subject}', '']
+  if privacy is None:
+    lines += [
+        'No differential privacy guarantee: this run adds no DP noise '
+        '(noise multiplier 0 or a non-DP aggregator). Nothing below the '
+        'data\'s own sensitivity protects its clients.', '']
+    return '\n'.join(lines)
+  noun = 'run' if subject.startswith('run') else 'launch'
+  eps = number(privacy['epsilon'], '.6g')
+  rho = number(privacy['zcdp'], '.6g')
+  delta = number(privacy['delta'], 'g')
+  lines += [
+      'Structure: the paper\'s appendix "Reporting privacy guarantees", '
+      'after Ponomareva et al. (2023, Sec. 5.3).', '',
+      '## 1. DP setting', '',
+      f'Central DP: the server{" (here, the simulation)" if noun == "run" else ""} is trusted to clip, '
+      'add the noise and release only the noisy aggregate, as specified '
+      'below.', '',
+      '## 2. The DP definition, instantiated', '',
+      f'- Data accesses covered: every training round of this {noun}, for every '
+      'well-behaved client (one that follows the algorithm, including its '
+      'participation limits). Not covered: hyperparameter tuning, the '
+      'choice of a checkpoint by evaluation, repeated runs, and the public '
+      'data used for pretraining (not private).',
+      f'- Final mechanism output: {released} The mechanism\'s output is the '
+      'whole sequence of noisy aggregates, so every intermediate model is '
+      'covered too.',
+      '- Unit of privacy: the device (one client: all of its data, of any '
+      'size). For a user with one device this is user-level DP.',
+      '- Adjacency: zero-out (Kairouz et al. 2021): a neighbouring dataset '
+      'replaces one client\'s update by the zero vector in every round it '
+      'took part in.', '',
+      '## 3. Mechanism and parameters', '',
+  ]
+  lines += _mechanism_lines(privacy, clipping)
+  lines += [
+      '', '## 4. Privacy accounting', '',
+      '- Type: rho-zCDP (Bun and Steinke 2016) from the exact sensitivity '
+      'of the noise: rho = sensitivity^2 / (2 z_eff^2), the sensitivity '
+      'maximised over every participation pattern with MaxP '
+      'participations at least MinS rounds apart (the paper\'s accountant '
+      'and TF Privacy\'s, exact; for BLT the min-separation sensitivity of '
+      'its Toeplitz matrix). epsilon: PLD accounting (dp_accounting) of '
+      'the Gaussian mechanism with that rho, at the delta below; the '
+      'closed form rho + 2 sqrt(rho log(1/delta)) beside it is looser.',
+      f'- Assumptions: {participation}',
+      '',
+      '### Accounted figures', '',
+  ]
+  lines += figures_table(privacy)
+  lines += [
+      '', '### Formal statement', '',
+      f'Every model released by this {noun} satisfies {rho}-zCDP, hence ({eps}, {delta})-DP, at the device '
+      'level under zero-out adjacency, provided that no device took part '
+      f'more than {privacy["max_participation"]} times and never twice '
+      f'with fewer than {privacy["min_separation"]} rounds between.',
+  ]
+  if launch_equivalent:
+    le = launch_equivalent
+    lines += [
+        '', '### Launch-equivalent figure (NOT this run\'s guarantee)', '',
+        f'A launch with report goal {le["report_goal"]} and the same noise '
+        f'per client (z = {number(le["noise_multiplier"], ".6g")}), '
+        f'population {le["population"]} (MinS at most '
+        f'{le["population_min_separation"]}), T = {le["rounds"]}, MinS '
+        f'{le["min_separation"]}, worst-case MaxP {le["max_participation"]}: '
+        f'rho-zCDP {number(le["zcdp"], ".6g")}, epsilon '
+        f'{number(le["epsilon"], ".6g")} at delta {number(le["delta"], "g")}.'
+        ' This is what the simulation\'s noise per client would give at '
+        'launch scale (paper Sec. 2.2), not a property of this run.',
+    ]
+  lines += ['', '## 5. Empirical privacy', '']
+  if empirical:
+    lines += empirical_lines(empirical)
+  else:
+    lines.append('Not measured for this report (no canaries).')
+  lines += [
+      '', '## 6. Transparency', '',
+      'Code: this repository (dpftrl_tff), on TensorFlow Federated and '
+      'TensorFlow Privacy; '
+      + ('the run\'s hparams.json records the command, the commit and the '
+         'package versions.' if noun == 'run' else
+         'computed by experiments.privacy_accountant with the flags given.'),
+      '']
+  return '\n'.join(lines)
+
+
+def empirical_lines(empirical: Dict[str, Any]) -> List[str]:
+  """The canary estimate, labelled as an estimate, not a bound."""
+  interval = empirical.get('epsilon_interval') or [None, None]
+  return [
+      f'One-shot empirical estimate (Andrew et al. 2024; '
+      f'{empirical.get("threat_model", "final model")}): epsilon '
+      f'{number(empirical.get("empirical_epsilon"), ".4g")}, '
+      f'{int(100 * empirical.get("confidence", 0.95))}% interval '
+      f'[{number(interval[0], ".4g")}, {number(interval[1], ".4g")}] '
+      f'({empirical.get("interval_method", "bootstrap")}), from '
+      f'{empirical.get("seen_canaries")} inserted and '
+      f'{empirical.get("unseen_canaries")} unseen canaries at delta '
+      f'{number(empirical.get("delta"), "g")}. An estimate of what an '
+      'attacker of this kind can infer, not a guarantee: it is expected to '
+      'lie below the accounted epsilon.']
+
+
+def participation_text(summary: Dict[str, Any], privacy: Dict[str, Any]
+                       ) -> str:
+  """How a run's MinS and MaxP came about, in words."""
+  part = summary.get('participation') or {}
+  model = part.get('model', 'uniform')
+  observed = (f'observed in this run: MaxP '
+              f'{privacy.get("observed_max_participation")}, MinS '
+              f'{privacy.get("observed_min_separation")} (-1: no client took '
+              'part twice)')
+  if model == 'min_sep_groups':
+    planned = privacy.get('planned') or {}
+    return (f'min_sep_groups participation: the clients are split into '
+            f'{part.get("num_groups")} fixed groups that take part in turn, '
+            f'so MinS >= {planned.get("guaranteed_min_separation")} and MaxP '
+            f'<= {planned.get("max_participation")} hold by construction '
+            f'(planned: rho-zCDP {number(planned.get("zcdp"), ".6g")}, '
+            f'epsilon {number(planned.get("epsilon"), ".6g")}); {observed}. '
+            'The figures below use the observed values.')
+  if model == 'timer':
+    return ('timer participation (a device checks in at most once per '
+            f'timer period of {part.get("timer_hours")} h, paper Sec. 2.1): '
+            'the timer bounds MinS only at full speed, so nothing is '
+            f'planned; {observed}. The figures below use the observed '
+            'values, which hold for this run\'s realised schedule.')
+  return (f'{model} sampling of each round\'s cohort enforces no '
+          f'separation; {observed}. The figures below use the observed '
+          'values: they hold for this realised, data-independent schedule, '
+          'not for a re-run, which would draw another one.')
+
+
+def clipping_text(config) -> str:
+  """The clip norm of a run in words (duck-typed TrainConfig)."""
+  if config.aggregator == 'dp_ftrl_adaptive':
+    return (f'adaptive l2 clip norm (the paper\'s Algorithm 1) from C_0 = '
+            f'{config.initial_clip_norm:g}, target unclipped quantile '
+            f'{config.target_unclipped_quantile:g}; the clip in force '
+            'changes only when a tree restarts, so each tree sees one C.')
+  text = f'fixed l2 clip norm C = {config.clip_norm:g} per client update.'
+  if getattr(config, 'secagg', False):
+    text += (f' SecAgg-style discretization (scale s = '
+             f'{config.secagg_scale:g}): randomized rounding inflates the '
+             'sensitivity from C to C_inflated, and the noise is raised to '
+             'std z C_inflated, so the accounted z below holds unchanged; '
+             'the simulation does not run the cryptographic protocol.')
+  return text
+
+
+def for_run(summary: Dict[str, Any], config, run_path: str) -> str:
+  """The report of a finished (or stopped) training run."""
+  privacy = summary.get('privacy')
+  return render(
+      privacy, subject=f'run {run_path}',
+      participation=(participation_text(summary, privacy)
+                     if privacy else ''),
+      clipping=clipping_text(config),
+      released=(f'the model weights after each of the {summary["rounds"]} '
+                'rounds (each is sent to the next cohort; '
+                'final_weights.npz and checkpoints/ hold the last ones).'),
+      launch_equivalent=(privacy or {}).get('launch_equivalent'),
+      empirical=summary.get('empirical_privacy'))
