@@ -477,7 +477,11 @@ def plan_blt(config: TrainConfig, num_clients: int):
     return
   if config.blt_min_separation is not None:
     return
-  planned = config.build_sampler(num_clients).planned(config.total_rounds)
+  # The plan does not depend on the seed, which may still be unset here
+  # (it is drawn later, once the run directory is known).
+  planned = dataclasses.replace(
+      config, seed=0 if config.seed is None else config.seed).build_sampler(
+          num_clients).planned(config.total_rounds)
   if planned is not None:
     min_sep = planned['min_separation']
     if config.blt_max_participation is None:

@@ -1,0 +1,216 @@
+"""One-shot empirical privacy estimation from canary cosines.
+
+Andrew, Kairouz, Oh, Oprea, McMahan, Suriyakumar, "One-shot Empirical
+Privacy Estimation for Federated Learning" (ICLR 2024, arXiv 2302.03098).
+K canary clients, each with a fixed random unit direction u_k, take part in
+training; as many directions are drawn and never inserted. The statistic of
+a canary is the cosine of the released model delta Delta with its
+direction, cos(Delta, u_k). In high dimension the cosines of unseen
+canaries are close to N(0, 1/d) and those of seen canaries are shifted by
+the canary's contribution relative to the noise. The estimate fits one
+Gaussian to each set, N(mu_0, sigma_0^2) (unseen) and N(mu_1, sigma_1^2)
+(seen), and reports the epsilon at delta of that pair of Gaussians: the
+privacy of a mechanism whose output on neighbouring datasets is distributed
+like the two fits. For the Gaussian mechanism with sensitivity s and noise
+std sigma the estimate converges to that mechanism's epsilon (their
+Theorem 3.2), so a statistical test against the closed form checks it.
+
+The epsilon of two Gaussians P = N(m1, s1^2), Q = N(m0, s0^2) is exact: the
+hockey-stick divergence
+    delta_{P||Q}(eps) = P(L > eps) - e^eps Q(L > eps),
+    L(x) = log p(x) / q(x) = A x^2 + B x + C0,
+with A = 1 / (2 s0^2) - 1 / (2 s1^2), B = m1 / s1^2 - m0 / s0^2 and
+C0 = m0^2 / (2 s0^2) - m1^2 / (2 s1^2) + log(s0 / s1), is a difference of
+normal masses over the set where the quadratic exceeds eps (a half-line, an
+interval or its complement), and eps(delta) is the smallest eps with both
+delta_{P||Q} and delta_{Q||P} at most delta (bisection; delta is monotone).
+
+The interval is a percentile bootstrap over canaries (seen and unseen
+resampled independently, the fit and epsilon recomputed): it reflects the
+finite number of canaries, not the model's randomness beyond them.
+"""
+
+import dataclasses
+import math
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+from scipy import special
+
+DEFAULT_CONFIDENCE = 0.95
+
+
+def _mass(lo: float, hi: float, mean: float, std: float) -> float:
+  """P(lo < X < hi) for X ~ N(mean, std^2), accurate in both tails."""
+  if lo >= hi:
+    return 0.0
+  a, b = (lo - mean) / std, (hi - mean) / std
+  if a > 0:   # Both in the upper tail: difference of survival functions.
+    return float(max(0.0, special.ndtr(-a) - special.ndtr(-b)))
+  return float(max(0.0, special.ndtr(b) - special.ndtr(a)))
+
+
+def _region(a: float, b: float, c: float) -> Sequence[Tuple[float, float]]:
+  """The set {x : a x^2 + b x + c > 0} as disjoint open intervals."""
+  inf = math.inf
+  if a == 0:
+    if b == 0:
+      return [(-inf, inf)] if c > 0 else []
+    root = -c / b
+    return [(root, inf)] if b > 0 else [(-inf, root)]
+  disc = b * b - 4 * a * c
+  if disc <= 0:
+    return [(-inf, inf)] if a > 0 else []
+  sq = math.sqrt(disc)
+  r1, r2 = sorted(((-b - sq) / (2 * a), (-b + sq) / (2 * a)))
+  return [(-inf, r1), (r2, inf)] if a > 0 else [(r1, r2)]
+
+
+def hockey_stick_delta(eps: float, p: Tuple[float, float],
+                       q: Tuple[float, float]) -> float:
+  """delta_{P||Q}(eps) for P = N(p[0], p[1]^2), Q = N(q[0], q[1]^2)."""
+  (m1, s1), (m0, s0) = p, q
+  a = 0.5 / s0**2 - 0.5 / s1**2
+  b = m1 / s1**2 - m0 / s0**2
+  c = (0.5 * m0**2 / s0**2 - 0.5 * m1**2 / s1**2 + math.log(s0 / s1)
+       - eps)
+  region = _region(a, b, c)
+  p_mass = sum(_mass(lo, hi, m1, s1) for lo, hi in region)
+  q_mass = sum(_mass(lo, hi, m0, s0) for lo, hi in region)
+  return max(0.0, p_mass - math.exp(eps) * q_mass)
+
+
+def epsilon_two_gaussians(unseen: Tuple[float, float],
+                          seen: Tuple[float, float], delta: float) -> float:
+  """The smallest eps >= 0 with the pair (eps, delta)-indistinguishable.
+
+  Args:
+    unseen: (mean, std) of the first Gaussian.
+    seen: (mean, std) of the second.
+    delta: in (0, 1).
+
+  Returns:
+    eps, to a relative tolerance of 1e-9 (inf if none exists below 1e4).
+  """
+  if not 0 < delta < 1:
+    raise ValueError(f'delta must be in (0, 1), got {delta}.')
+  for _, std in (unseen, seen):
+    if not std > 0 or not math.isfinite(std):
+      raise ValueError(f'a standard deviation must be finite and > 0, got '
+                       f'{std}.')
+
+  def worst(eps):
+    return max(hockey_stick_delta(eps, seen, unseen),
+               hockey_stick_delta(eps, unseen, seen))
+
+  if worst(0.0) <= delta:
+    return 0.0
+  lo, hi = 0.0, 1.0
+  while worst(hi) > delta:
+    lo, hi = hi, 2 * hi
+    if hi > 1e4:
+      return math.inf
+  for _ in range(200):
+    mid = 0.5 * (lo + hi)
+    if worst(mid) > delta:
+      lo = mid
+    else:
+      hi = mid
+    if hi - lo <= 1e-9 * hi:
+      break
+  return hi
+
+
+def gaussian_mechanism_epsilon(sensitivity: float, noise_std: float,
+                               delta: float) -> float:
+  """epsilon of the Gaussian mechanism (the estimator's ground truth)."""
+  return epsilon_two_gaussians((0.0, noise_std), (sensitivity, noise_std),
+                               delta)
+
+
+def cosines(vector: np.ndarray, directions: np.ndarray) -> np.ndarray:
+  """cos(vector, u_k) for every row u_k of `directions`."""
+  vector = np.asarray(vector, np.float64).ravel()
+  directions = np.asarray(directions, np.float64)
+  norms = np.linalg.norm(directions, axis=1) * np.linalg.norm(vector)
+  return directions @ vector / norms
+
+
+def _fit(values) -> Tuple[float, float]:
+  values = np.asarray(values, np.float64)
+  return float(np.mean(values)), float(np.std(values, ddof=1))
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+  """The one-shot estimate with its bootstrap interval."""
+  empirical_epsilon: float
+  epsilon_interval: Tuple[float, float]
+  confidence: float
+  delta: float
+  seen_canaries: int
+  unseen_canaries: int
+  seen_fit: Tuple[float, float]
+  unseen_fit: Tuple[float, float]
+  interval_method: str = 'percentile bootstrap over canaries'
+  threat_model: str = 'final model'
+
+  def as_dict(self) -> Dict:
+    out = dataclasses.asdict(self)
+    out['epsilon_interval'] = list(self.epsilon_interval)
+    out['seen_fit'] = dict(mean=self.seen_fit[0], std=self.seen_fit[1])
+    out['unseen_fit'] = dict(mean=self.unseen_fit[0], std=self.unseen_fit[1])
+    return out
+
+
+def estimate(seen: Sequence[float], unseen: Sequence[float], delta: float,
+             *, confidence: float = DEFAULT_CONFIDENCE,
+             bootstrap: int = 500,
+             rng: Optional[np.random.Generator] = None,
+             threat_model: str = 'final model') -> Estimate:
+  """The estimate from the cosines of seen and unseen canaries.
+
+  Args:
+    seen: statistics (cosines) of the canaries that took part.
+    unseen: statistics of canaries never inserted.
+    delta: the run's delta.
+    confidence: of the bootstrap interval.
+    bootstrap: resamples for the interval (0: no interval, [nan, nan]).
+    rng: for the resampling (a fresh unpredictable one by default).
+    threat_model: 'final model' or 'all iterates', recorded with the result.
+  """
+  seen = np.asarray(seen, np.float64)
+  unseen = np.asarray(unseen, np.float64)
+  if len(seen) < 2 or len(unseen) < 2:
+    raise ValueError(f'the estimate needs at least 2 seen and 2 unseen '
+                     f'canaries, got {len(seen)} and {len(unseen)}.')
+  if not (np.all(np.isfinite(seen)) and np.all(np.isfinite(unseen))):
+    raise ValueError('a canary statistic is not finite (the model '
+                     'diverged?).')
+  if not 0 < confidence < 1:
+    raise ValueError(f'confidence must be in (0, 1), got {confidence}.')
+  rng = rng or np.random.default_rng()
+  seen_fit, unseen_fit = _fit(seen), _fit(unseen)
+  eps = epsilon_two_gaussians(unseen_fit, seen_fit, delta)
+  interval = (math.nan, math.nan)
+  if bootstrap > 0:
+    samples = [
+        epsilon_two_gaussians(
+            _fit(rng.choice(unseen, len(unseen))),
+            _fit(rng.choice(seen, len(seen))), delta)
+        for _ in range(bootstrap)]
+    tail = 100 * (1 - confidence) / 2
+    interval = (float(np.percentile(samples, tail)),
+                float(np.percentile(samples, 100 - tail)))
+  return Estimate(empirical_epsilon=eps, epsilon_interval=interval,
+                  confidence=confidence, delta=delta,
+                  seen_canaries=len(seen), unseen_canaries=len(unseen),
+                  seen_fit=seen_fit, unseen_fit=unseen_fit,
+                  threat_model=threat_model)
+
+
+def random_directions(num: int, dimension: int,
+                      rng: np.random.Generator) -> np.ndarray:
+  """`num` independent uniformly random unit vectors in R^dimension."""
+  directions = rng.standard_normal((num, dimension))
+  return directions / np.linalg.norm(directions, axis=1, keepdims=True)

@@ -1,0 +1,124 @@
+"""Tests of the one-shot empirical privacy estimator."""
+
+import math
+
+from absl.testing import absltest
+from absl.testing import parameterized
+from dp_accounting.pld import privacy_loss_distribution
+import numpy as np
+from scipy import integrate
+from scipy import stats
+
+from dpftrl_tff import empirical_privacy as ep
+
+
+def _analytic_gaussian_delta(eps, mu):
+  """Balle and Wang (2018), Theorem 8: N(0,1) vs N(mu,1)."""
+  return (stats.norm.cdf(-eps / mu + mu / 2)
+          - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2))
+
+
+def _integrated_delta(eps, p, q):
+  """delta_{P||Q}(eps) by numerical integration of (p - e^eps q)_+."""
+  (m1, s1), (m0, s0) = p, q
+  def f(x):
+    return max(0.0, stats.norm.pdf(x, m1, s1)
+               - math.exp(eps) * stats.norm.pdf(x, m0, s0))
+  lo = min(m1 - 40 * s1, m0 - 40 * s0)
+  hi = max(m1 + 40 * s1, m0 + 40 * s0)
+  points = np.linspace(lo, hi, 401)
+  return sum(integrate.quad(f, a, b, epsabs=1e-14, epsrel=1e-10,
+                            limit=200)[0]
+             for a, b in zip(points[:-1], points[1:]))
+
+
+class EstimatorTest(parameterized.TestCase):
+
+  @parameterized.parameters((0.5, 0.1), (1.0, 1.0), (2.0, 3.0), (4.0, 8.0))
+  def test_equal_variances_are_the_analytic_gaussian(self, mu, eps):
+    got = ep.hockey_stick_delta(eps, (mu, 1.0), (0.0, 1.0))
+    self.assertAlmostEqual(got, _analytic_gaussian_delta(eps, mu), places=12)
+    # Shift and scale do not matter.
+    got = ep.hockey_stick_delta(eps, (3 + 2 * mu, 2.0), (3.0, 2.0))
+    self.assertAlmostEqual(got, _analytic_gaussian_delta(eps, mu), places=12)
+
+  @parameterized.parameters((0.5, 1e-5), (1.0, 1e-5), (2.0, 1e-10))
+  def test_epsilon_equals_dp_accounting_pld(self, mu, delta):
+    pld = privacy_loss_distribution.from_gaussian_mechanism(
+        standard_deviation=1.0 / mu, sensitivity=1.0,
+        value_discretization_interval=1e-4)
+    reference = pld.get_epsilon_for_delta(delta)
+    got = ep.gaussian_mechanism_epsilon(mu, 1.0, delta)
+    # PLD discretization is pessimistic, by at most about 1e-3 here.
+    self.assertLessEqual(got, reference + 1e-9)
+    self.assertAlmostEqual(got / reference, 1.0, delta=2e-3)
+
+  @parameterized.parameters(
+      ((0.3, 1.2), (0.0, 1.0), 0.5), ((0.0, 0.7), (0.1, 1.0), 0.2),
+      ((2.0, 1.5), (0.0, 1.0), 2.0), ((-1.0, 1.0), (0.0, 0.5), 1.0),
+      ((1e-3, 2e-3), (0.0, 1.5e-3), 0.7))
+  def test_unequal_variances_equal_numerical_integration(self, p, q, eps):
+    got = ep.hockey_stick_delta(eps, p, q)
+    want = _integrated_delta(eps, p, q)
+    self.assertAlmostEqual(got, want, delta=1e-9 + 1e-6 * want)
+
+  def test_epsilon_is_the_smallest_with_delta(self):
+    unseen, seen, delta = (0.0, 0.01), (0.012, 0.011), 1e-6
+    eps = ep.epsilon_two_gaussians(unseen, seen, delta)
+    worst = lambda e: max(ep.hockey_stick_delta(e, seen, unseen),
+                          ep.hockey_stick_delta(e, unseen, seen))
+    self.assertLessEqual(worst(eps), delta)
+    self.assertGreater(worst(eps * (1 - 1e-6)), delta)
+    self.assertEqual(ep.epsilon_two_gaussians((0, 1), (0, 1), 1e-5), 0.0)
+
+  def test_interval_covers_the_gaussian_mechanism_in_most_trials(self):
+    # The Gaussian mechanism in dimension d: the output is the sum of the
+    # seen canaries (unit directions scaled by c) plus N(0, sigma^2 I); the
+    # true epsilon is that of sensitivity c and noise sigma.
+    dim, num, c, sigma, delta = 20000, 300, 1.0, 1.0, 1e-5
+    truth = ep.gaussian_mechanism_epsilon(c, sigma, delta)
+    rng = np.random.default_rng(0)
+    trials, covered, estimates = 20, 0, []
+    for _ in range(trials):
+      seen = ep.random_directions(num, dim, rng)
+      unseen = ep.random_directions(num, dim, rng)
+      # sigma scaled by 1/sqrt(...) cancels in the cosine; keep it simple.
+      output = c * seen.sum(axis=0) + sigma * rng.standard_normal(dim)
+      result = ep.estimate(ep.cosines(output, seen),
+                           ep.cosines(output, unseen), delta,
+                           bootstrap=200, rng=rng)
+      lo, hi = result.epsilon_interval
+      covered += lo <= truth <= hi
+      estimates.append(result.empirical_epsilon)
+    self.assertGreaterEqual(covered, 16, (truth, estimates))
+    self.assertAlmostEqual(np.mean(estimates) / truth, 1.0, delta=0.05)
+
+  def test_a_broken_mechanism_is_caught(self):
+    # Noise four times too small: the estimate lies far above the epsilon
+    # the intended noise would give.
+    dim, num, delta = 20000, 300, 1e-5
+    rng = np.random.default_rng(1)
+    seen = ep.random_directions(num, dim, rng)
+    unseen = ep.random_directions(num, dim, rng)
+    output = seen.sum(axis=0) + 0.25 * rng.standard_normal(dim)
+    result = ep.estimate(ep.cosines(output, seen), ep.cosines(output, unseen),
+                         delta, bootstrap=100, rng=rng)
+    self.assertGreater(result.epsilon_interval[0],
+                       2 * ep.gaussian_mechanism_epsilon(1.0, 1.0, delta))
+
+  def test_bad_input_is_one_clear_error(self):
+    with self.assertRaisesRegex(ValueError, 'at least 2 seen'):
+      ep.estimate([0.1], [0.0, 0.1], 1e-5)
+    with self.assertRaisesRegex(ValueError, 'not finite'):
+      ep.estimate([0.1, math.nan], [0.0, 0.1], 1e-5)
+    with self.assertRaisesRegex(ValueError, 'delta'):
+      ep.epsilon_two_gaussians((0, 1), (1, 1), 0.0)
+
+  def test_cosines(self):
+    directions = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    np.testing.assert_allclose(ep.cosines([3.0, 0.0], directions),
+                               [1.0, 0.0, math.sqrt(0.5)])
+
+
+if __name__ == '__main__':
+  absltest.main()
