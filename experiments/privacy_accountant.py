@@ -17,6 +17,7 @@ Examples:
       --min_separation=212 --max_participation=4 --mechanism=blt
 """
 
+import os
 import sys
 
 from absl import app
@@ -353,6 +354,8 @@ def main(argv):
     return 2
   if _REPORT.value:
     try:
+      os.makedirs(os.path.dirname(os.path.abspath(_REPORT.value)),
+                  exist_ok=True)
       run_directory.write_text_atomic(_REPORT.value, launch_report(report))
     except OSError as e:
       print(f'error: --privacy_report={_REPORT.value}: cannot write: '

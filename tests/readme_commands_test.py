@@ -39,6 +39,7 @@ _SHORTER = {
                           ' --synthetic_train_clients=200'),
     'experiments.plan_launch': '--population=20000 --rounds=60',
     'experiments.privacy_accountant': '',
+    'experiments.audit_mechanism': '--total_rounds=5 --bootstrap=20',
 }
 
 

@@ -1,0 +1,146 @@
+"""A canary audit of a mechanism alone, without training a model.
+
+One-shot empirical privacy estimation (Andrew et al., ICLR 2024, arXiv
+2302.03098) applied to the aggregation path of a training run: the DP
+factory of `--aggregator` (tree, BLT, adaptive clipping, SecAgg inside) is
+built by the mechanism registry exactly as training builds it, for a model
+of `dimension` parameters, and run for T rounds in TFF on:
+
+  * real clients' updates replaced by random vectors (i.i.d. Gaussian
+    directions of norm `update_norm`), and
+  * K canary clients, each with its own fixed random unit direction u_k
+    scaled to `canary_norm` (past the clip norm, so clipped to C like any
+    update). The canaries are members of the population and take part
+    whenever the participation model in use (uniform, min_sep_groups,
+    timer) puts them in a cohort, taking real clients' places: the report
+    goal and the real clients' participation rules are unchanged.
+
+K further directions are drawn and never inserted. The statistic is the
+cosine of the final model delta (the sum of the T released aggregates)
+with each direction: the final-model threat model. `empirical_privacy`
+turns the two sets of cosines into the estimate and its interval.
+
+Not done: the all-iterates statistic (the cosine of each released update
+with the canaries of that round) and canaries inside model training.
+"""
+
+import time
+from typing import Any, Callable, Dict, Optional
+
+import numpy as np
+
+from dpftrl_tff import accounting
+from dpftrl_tff import empirical_privacy
+from dpftrl_tff import participation
+from dpftrl_tff.aggregators import registry
+
+
+def _random_updates(rng, num: int, dimension: int, norm: float):
+  updates = rng.standard_normal((num, dimension)).astype(np.float32)
+  updates *= norm / np.linalg.norm(updates, axis=1, keepdims=True)
+  return updates
+
+
+def run(config, *, dimension: int, canaries: int, population: int,
+        delta: float, canary_norm: Optional[float] = None,
+        update_norm: Optional[float] = None,
+        rng: Optional[np.random.Generator] = None, bootstrap: int = 500,
+        progress: Optional[Callable[[int, int], None]] = None
+        ) -> Dict[str, Any]:
+  """Audits `config`'s mechanism; returns the JSON-ready result.
+
+  Args:
+    config: a validated TrainConfig (aggregator, z, C, report goal, T,
+      participation, restarts, BLT, SecAgg), with `seed` set.
+    dimension: the model dimension d of the updates.
+    canaries: K, the canaries inserted (and as many never inserted).
+    population: N, clients including the K canaries.
+    delta: delta of the estimate and of the accounted epsilon.
+    canary_norm: a canary update's norm; default 2 C (clipped to C).
+    update_norm: a real client's update norm; default C.
+    rng: for canary directions and real updates (unpredictable default).
+    bootstrap: resamples for the interval.
+    progress: called with (round, rounds) after each round.
+  """
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
+  from dpftrl_tff import training
+  # pylint: enable=g-import-not-at-top
+  if canaries < 2:
+    raise ValueError(f'--canaries must be >= 2, got {canaries}.')
+  if population < max(config.clients_per_round, canaries + 1):
+    raise ValueError(
+        f'--population={population} must be at least --clients_per_round '
+        f'({config.clients_per_round}) and above --canaries ({canaries}).')
+  if dimension < 2:
+    raise ValueError(f'--dimension must be >= 2, got {dimension}.')
+  rng = rng or np.random.default_rng()
+  clip = registry.get(config.aggregator).initial_clip(config)
+  scale = clip if clip else 1.0   # No clip (no DP): unit updates.
+  canary_norm = 2.0 * scale if canary_norm is None else canary_norm
+  update_norm = scale if update_norm is None else update_norm
+  training.plan_blt(config, population)
+  mechanism = registry.get(config.aggregator)
+  factory = mechanism.build_factory(
+      config, tf.TensorSpec([dimension], tf.float32))
+  process = factory.create(tff.TensorType(np.float32, [dimension]))
+  sampler = config.build_sampler(population)
+  log = participation.ParticipationLog(population)
+  canary_ids = rng.choice(population, canaries, replace=False)
+  canary_of = {int(c): k for k, c in enumerate(canary_ids)}
+  directions = empirical_privacy.random_directions(2 * canaries, dimension,
+                                                   rng)
+  inserted, never = directions[:canaries], directions[canaries:]
+  canary_updates = (canary_norm * inserted).astype(np.float32)
+  state = process.initialize()
+  total = np.zeros(dimension)
+  started = time.time()
+  for r in range(config.total_rounds):
+    cohort = sampler.sample(r)
+    log.record(r, cohort)
+    is_canary = [int(c) in canary_of for c in cohort]
+    real = _random_updates(rng, len(cohort) - sum(is_canary), dimension,
+                           update_norm)
+    values, j = [], 0
+    for c, flag in zip(cohort, is_canary):
+      if flag:
+        values.append(canary_updates[canary_of[int(c)]])
+      else:
+        values.append(real[j])
+        j += 1
+    output = process.next(state, values)
+    state = output.state
+    result = np.asarray(output.result, np.float64)
+    if not np.all(np.isfinite(result)):
+      raise ValueError(f'round {r + 1}: the mechanism released a value that '
+                       'is not finite.')
+    total += result
+    if progress is not None:
+      progress(r + 1, config.total_rounds)
+  counts = log.counts[canary_ids]
+  seen = counts > 0
+  cos_seen = empirical_privacy.cosines(total, inserted[seen])
+  cos_never = empirical_privacy.cosines(total, never)
+  result = empirical_privacy.estimate(
+      cos_seen, cos_never, delta, rng=rng, bootstrap=bootstrap).as_dict()
+  rounds = config.total_rounds
+  max_p = max(1, log.max_participation)
+  min_sep = log.min_separation if log.min_separation >= 0 else rounds - 1
+  accounted = mechanism.privacy(config, rounds, max_p,
+                                min(min_sep, rounds - 1))
+  result.update(
+      mechanism=config.aggregator, rounds=rounds, dimension=dimension,
+      clients_per_round=config.clients_per_round, population=population,
+      noise_multiplier=config.noise_multiplier, clip_norm=clip,
+      canary_norm=canary_norm, update_norm=update_norm,
+      canary_participations=dict(
+          mean=float(np.mean(counts)), max=int(np.max(counts)),
+          never=int(np.sum(~seen))),
+      observed_max_participation=max_p,
+      observed_min_separation=log.min_separation,
+      accounted_epsilon=(None if accounted is None else
+                         accounting.epsilon_pld(accounted.zcdp, delta)),
+      accounted_zcdp=None if accounted is None else accounted.zcdp,
+      seconds=time.time() - started)
+  return result

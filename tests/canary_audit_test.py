@@ -1,0 +1,102 @@
+"""Tests of the canary audit of a mechanism (experiments.audit_mechanism)."""
+
+import dataclasses
+
+from absl.testing import absltest
+import numpy as np
+
+from dpftrl_tff import canary_audit
+from dpftrl_tff import config as config_lib
+from dpftrl_tff import empirical_privacy
+from dpftrl_tff import strict_json
+from dpftrl_tff import tff_compat
+from dpftrl_tff.aggregators import registry
+from tests import fixtures
+
+DELTA = 1e-5
+
+
+def _config(**overrides):
+  values = dict(aggregator='dp_ftrl', noise_multiplier=1.0, clip_norm=1.0,
+                clients_per_round=250, total_rounds=1,
+                participation='uniform', seed=3)
+  values.update(overrides)
+  config = config_lib.TrainConfig(**values)
+  config.validate()
+  return config
+
+
+def _audit(config, **kwargs):
+  tff_compat.install()
+  return canary_audit.run(config, dimension=5000, canaries=200,
+                          population=300, delta=DELTA, bootstrap=200,
+                          rng=np.random.default_rng(7), **kwargs)
+
+
+class CanaryAuditTest(absltest.TestCase):
+
+  def test_one_round_estimate_is_the_gaussian_mechanism(self):
+    # One round, every canary at most once: the final model is one
+    # Gaussian mechanism of sensitivity C and noise z C, so the estimate
+    # must agree with the accounted epsilon (the accountant's bound is
+    # tight here).
+    result = _audit(_config())
+    truth = empirical_privacy.gaussian_mechanism_epsilon(1.0, 1.0, DELTA)
+    self.assertAlmostEqual(result['accounted_epsilon'] / truth, 1.0,
+                           delta=2e-3)
+    lo, hi = result['epsilon_interval']
+    self.assertLessEqual(lo, result['accounted_epsilon'])
+    self.assertGreater(hi, 0.7 * result['accounted_epsilon'])
+    self.assertGreater(result['seen_canaries'], 100)
+    self.assertEqual(result['canary_participations']['max'], 1)
+    strict_json.loads(strict_json.dumps(result))
+
+  def test_a_broken_noise_path_is_caught(self):
+    # The factory adds a quarter of the noise the accountant assumes: the
+    # estimate's lower end exceeds the accounted bound.
+    original = registry.get('dp_ftrl')
+
+    def broken_factory(config, record_specs):
+      return original.build_factory(
+          dataclasses.replace(config,
+                              noise_multiplier=config.noise_multiplier / 4),
+          record_specs)
+
+    broken = dataclasses.replace(original, build_factory=broken_factory)
+    get = registry.get
+    registry.get = lambda name: broken if name == 'dp_ftrl' else get(name)
+    try:
+      result = _audit(_config())
+    finally:
+      registry.get = get
+    self.assertGreater(result['epsilon_interval'][0],
+                       result['accounted_epsilon'])
+
+  def test_bad_input_is_one_clear_error(self):
+    with self.assertRaisesRegex(ValueError, '--population'):
+      canary_audit.run(_config(), dimension=100, canaries=10, population=200,
+                       delta=DELTA)
+    with self.assertRaisesRegex(ValueError, '--canaries'):
+      canary_audit.run(_config(), dimension=100, canaries=1, population=900,
+                       delta=DELTA)
+
+  def test_binary_json_for_blt_with_min_sep_groups(self):
+    proc = fixtures.run_module(
+        'experiments.audit_mechanism', '--aggregator=dp_ftrl_blt',
+        '--noise_multiplier=2', '--clip_norm=1', '--clients_per_round=10',
+        '--total_rounds=12', '--participation=min_sep_groups',
+        '--population=60', '--canaries=30', '--dimension=500',
+        '--bootstrap=20', '--json')
+    self.assertEqual(proc.returncode, 0, proc.stderr)
+    result = strict_json.loads(proc.stdout.strip().splitlines()[-1])
+    for key in ('empirical_epsilon', 'epsilon_interval',
+                'accounted_epsilon', 'delta'):
+      self.assertIn(key, result)
+    self.assertEqual(result['mechanism'], 'dp_ftrl_blt')
+    # 6 groups of 10: MinS 5, every canary twice.
+    self.assertEqual(result['observed_min_separation'], 5)
+    self.assertEqual(result['canary_participations']['max'], 2)
+
+
+if __name__ == '__main__':
+  absltest.main()
