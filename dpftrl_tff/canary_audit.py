@@ -81,6 +81,8 @@ def run(config, *, dimension: int, canaries: int, population: int,
   canary_norm = 2.0 * scale if canary_norm is None else canary_norm
   update_norm = scale if update_norm is None else update_norm
   training.plan_blt(config, population)
+  training.prepare_execution(config)   # SecAgg's secure sums need TFF's
+                                       # test context, as in training.
   mechanism = registry.get(config.aggregator)
   factory = mechanism.build_factory(
       config, tf.TensorSpec([dimension], tf.float32))

@@ -72,6 +72,18 @@ class CanaryAuditTest(absltest.TestCase):
     self.assertGreater(result['epsilon_interval'][0],
                        result['accounted_epsilon'])
 
+  def test_secagg_and_adaptive_paths_run(self):
+    for overrides in (dict(secagg=True, secagg_scale=1000.0),
+                      dict(aggregator='dp_ftrl_adaptive', restart_warmup=1,
+                           restart_frequency=2, clipped_count_stddev=1.0)):
+      tff_compat.install()
+      result = canary_audit.run(
+          _config(clients_per_round=10, total_rounds=4, **overrides),
+          dimension=300, canaries=20, population=40, delta=DELTA,
+          bootstrap=10, rng=np.random.default_rng(1))
+      self.assertGreaterEqual(result['empirical_epsilon'], 0.0)
+      self.assertGreater(result['accounted_epsilon'], 0.0)
+
   def test_bad_input_is_one_clear_error(self):
     with self.assertRaisesRegex(ValueError, '--population'):
       canary_audit.run(_config(), dimension=100, canaries=10, population=200,
