@@ -235,10 +235,11 @@ def participation_text(summary: Dict[str, Any], privacy: Dict[str, Any]
   """How a run's MinS and MaxP came about, in words."""
   part = summary.get('participation') or {}
   model = part.get('model', 'uniform')
+  observed_min_sep = privacy.get('observed_min_separation')
   observed = (f'observed in this run: MaxP '
               f'{privacy.get("observed_max_participation")}, MinS '
-              f'{privacy.get("observed_min_separation")} (-1: no client took '
-              'part twice)')
+              + ('none (no client took part twice)' if observed_min_sep == -1
+                 else f'{observed_min_sep}'))
   if model == 'min_sep_groups':
     planned = privacy.get('planned') or {}
     return (f'min_sep_groups participation: the clients are split into '
