@@ -24,6 +24,8 @@ Not done: the all-iterates statistic (the cosine of each released update
 with the canaries of that round) and canaries inside model training.
 """
 
+import dataclasses
+import os
 import time
 from typing import Any, Callable, Dict, Optional
 
@@ -32,6 +34,10 @@ import numpy as np
 from dpftrl_tff import accounting
 from dpftrl_tff import empirical_privacy
 from dpftrl_tff import participation
+from dpftrl_tff import plotting
+from dpftrl_tff import privacy_report
+from dpftrl_tff import run_directory
+from dpftrl_tff import strict_json
 from dpftrl_tff.aggregators import registry
 
 
@@ -46,8 +52,8 @@ def run(config, *, dimension: int, canaries: int, population: int,
         update_norm: Optional[float] = None,
         rng: Optional[np.random.Generator] = None, bootstrap: int = 500,
         progress: Optional[Callable[[int, int], None]] = None
-        ) -> Dict[str, Any]:
-  """Audits `config`'s mechanism; returns the JSON-ready result.
+        ) -> 'Audit':
+  """Audits `config`'s mechanism: the figures, cosines and accounting.
 
   Args:
     config: a validated TrainConfig (aggregator, z, C, report goal, T,
@@ -132,7 +138,8 @@ def run(config, *, dimension: int, canaries: int, population: int,
   accounted = mechanism.privacy(config, rounds, max_p,
                                 min(min_sep, rounds - 1))
   result.update(
-      mechanism=config.aggregator, rounds=rounds, dimension=dimension,
+      mechanism=config.aggregator, participation=config.participation,
+      rounds=rounds, dimension=dimension,
       clients_per_round=config.clients_per_round, population=population,
       noise_multiplier=config.noise_multiplier, clip_norm=clip,
       canary_norm=canary_norm, update_norm=update_norm,
@@ -145,4 +152,54 @@ def run(config, *, dimension: int, canaries: int, population: int,
                          accounting.epsilon_pld(accounted.zcdp, delta)),
       accounted_zcdp=None if accounted is None else accounted.zcdp,
       seconds=time.time() - started)
-  return result
+  accounted_dict = None
+  if accounted is not None:
+    accounted_dict = dict(
+        accounted.as_dict(), restart_rounds=list(accounted.restart_rounds),
+        delta=delta, epsilon=result['accounted_epsilon'],
+        epsilon_closed_form=accounting.epsilon_closed_form(accounted.zcdp,
+                                                           delta))
+  return Audit(result=result, seen_cosines=cos_seen,
+               unseen_cosines=cos_never, accounted=accounted_dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Audit:
+  """`result`: the JSON-ready figures; the cosines; the accountant's report
+  (PrivacyReport fields at the audit's delta, None without noise)."""
+  result: Dict[str, Any]
+  seen_cosines: np.ndarray
+  unseen_cosines: np.ndarray
+  accounted: Optional[Dict[str, Any]]
+
+
+def write_outputs(audit: Audit, output_dir: str, *, clipping: str):
+  """audit.json, empirical_privacy.png and privacy_report.md."""
+  os.makedirs(output_dir, exist_ok=True)
+  r = audit.result
+  strict_json.write(os.path.join(output_dir, 'audit.json'), r)
+  plotting.histogram_plot(
+      os.path.join(output_dir, 'empirical_privacy.png'),
+      [(f'{r["seen_canaries"]} inserted canaries', audit.seen_cosines),
+       (f'{r["unseen_canaries"]} never inserted', audit.unseen_cosines)],
+      title=(f'{r["mechanism"]}: empirical eps '
+             f'{r["empirical_epsilon"]:.3g} (accounted '
+             + ('none' if r['accounted_epsilon'] is None
+                else f'{r["accounted_epsilon"]:.3g}')
+             + f') at delta {r["delta"]:g}'),
+      xlabel='cosine of the final model delta with the canary direction')
+  participation_text = (
+      f'{r["participation"]} participation over a population of '
+      f'{r["population"]} (canaries included); observed MaxP '
+      f'{r["observed_max_participation"]}, MinS '
+      f'{r["observed_min_separation"]}; the figures below use the observed '
+      'values of this audit run.')
+  run_directory.write_text_atomic(
+      os.path.join(output_dir, privacy_report.FILE_NAME),
+      privacy_report.render(
+          audit.accounted, subject=f'run {output_dir} (mechanism audit)',
+          participation=participation_text, clipping=clipping,
+          released=(f'the {r["rounds"]} aggregated updates of random '
+                    f'client vectors of dimension {r["dimension"]} (no '
+                    'model is trained).'),
+          empirical=r))

@@ -44,6 +44,14 @@ def line_plot(path, series, *, title, xlabel, ylabel, logy=False):
   _save(fig, ax, path, title=title, xlabel=xlabel, ylabel=ylabel)
 
 
+def histogram_plot(path, series, *, title, xlabel, bins=40):
+  """A PNG of overlaid histograms, one per (label, values)."""
+  fig, ax = _subplots(figsize=(5.6, 3.8), dpi=120)
+  for label, values in series:
+    ax.hist(values, bins=bins, alpha=0.5, label=label)
+  _save(fig, ax, path, title=title, xlabel=xlabel, ylabel='count')
+
+
 def band_plot(path, series, *, title, xlabel, ylabel):
   """A PNG of mean lines with shaded bands: (label, xs, mean, low, high)."""
   fig, ax = _subplots(figsize=(6.4, 4.2), dpi=120)

@@ -31,6 +31,7 @@ import numpy as np
 from dpftrl_tff import accounting
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import console
+from dpftrl_tff import privacy_report
 from dpftrl_tff import progress
 from dpftrl_tff import strict_json
 
@@ -48,6 +49,10 @@ _DELTA = flags.DEFINE_float('delta', accounting.DEFAULT_DELTA,
 _BOOTSTRAP = flags.DEFINE_integer('bootstrap', 500,
                                   'Bootstrap resamples for the interval.')
 _JSON = flags.DEFINE_bool('json', False, 'Print one JSON object.')
+_OUTPUT_DIR = flags.DEFINE_string(
+    'output_dir', None, 'Also write audit.json, empirical_privacy.png (the '
+    'cosine histograms) and privacy_report.md (the accounted privacy with '
+    'the empirical estimate) here.')
 _CONFIG = config_lib.define_flags()
 flags.adopt_module_key_flags(config_lib)
 
@@ -81,13 +86,18 @@ def run():
     bar.update(done, now - clock[0], '')
     clock[0] = now
 
-  result = canary_audit.run(
+  audit = canary_audit.run(
       config, dimension=_DIMENSION.value, canaries=_CANARIES.value,
       population=population, delta=_DELTA.value,
       bootstrap=_BOOTSTRAP.value,
       rng=np.random.default_rng(config.seed),
       progress=report)
   bar.close()
+  result = audit.result
+  if _OUTPUT_DIR.value:
+    canary_audit.write_outputs(
+        audit, _OUTPUT_DIR.value,
+        clipping=privacy_report.clipping_text(config))
   if _JSON.value:
     print(strict_json.dumps(result, sort_keys=True))
     return

@@ -1,6 +1,8 @@
 """Tests of the canary audit of a mechanism (experiments.audit_mechanism)."""
 
 import dataclasses
+import os
+import tempfile
 
 from absl.testing import absltest
 import numpy as np
@@ -8,6 +10,7 @@ import numpy as np
 from dpftrl_tff import canary_audit
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import empirical_privacy
+from dpftrl_tff import privacy_report
 from dpftrl_tff import strict_json
 from dpftrl_tff import tff_compat
 from dpftrl_tff.aggregators import registry
@@ -19,7 +22,10 @@ DELTA = 1e-5
 def _config(**overrides):
   values = dict(aggregator='dp_ftrl', noise_multiplier=1.0, clip_norm=1.0,
                 clients_per_round=250, total_rounds=1,
-                participation='uniform', seed=3)
+                participation='uniform', seed=3,
+                # Fixed noise: the statistical checks below are then
+                # deterministic (they passed on every unseeded run tried).
+                noise_seed=5)
   values.update(overrides)
   config = config_lib.TrainConfig(**values)
   config.validate()
@@ -30,7 +36,7 @@ def _audit(config, **kwargs):
   tff_compat.install()
   return canary_audit.run(config, dimension=5000, canaries=200,
                           population=300, delta=DELTA, bootstrap=200,
-                          rng=np.random.default_rng(7), **kwargs)
+                          rng=np.random.default_rng(7), **kwargs).result
 
 
 class CanaryAuditTest(absltest.TestCase):
@@ -80,7 +86,7 @@ class CanaryAuditTest(absltest.TestCase):
       result = canary_audit.run(
           _config(clients_per_round=10, total_rounds=4, **overrides),
           dimension=300, canaries=20, population=40, delta=DELTA,
-          bootstrap=10, rng=np.random.default_rng(1))
+          bootstrap=10, rng=np.random.default_rng(1)).result
       self.assertGreaterEqual(result['empirical_epsilon'], 0.0)
       self.assertGreater(result['accounted_epsilon'], 0.0)
 
@@ -93,12 +99,13 @@ class CanaryAuditTest(absltest.TestCase):
                        delta=DELTA)
 
   def test_binary_json_for_blt_with_min_sep_groups(self):
+    out = os.path.join(tempfile.mkdtemp(), 'audit')
     proc = fixtures.run_module(
         'experiments.audit_mechanism', '--aggregator=dp_ftrl_blt',
         '--noise_multiplier=2', '--clip_norm=1', '--clients_per_round=10',
         '--total_rounds=12', '--participation=min_sep_groups',
         '--population=60', '--canaries=30', '--dimension=500',
-        '--bootstrap=20', '--json')
+        '--bootstrap=20', '--json', f'--output_dir={out}')
     self.assertEqual(proc.returncode, 0, proc.stderr)
     result = strict_json.loads(proc.stdout.strip().splitlines()[-1])
     for key in ('empirical_epsilon', 'epsilon_interval',
@@ -108,6 +115,17 @@ class CanaryAuditTest(absltest.TestCase):
     # 6 groups of 10: MinS 5, every canary twice.
     self.assertEqual(result['observed_min_separation'], 5)
     self.assertEqual(result['canary_participations']['max'], 2)
+    self.assertEqual(strict_json.load(os.path.join(out, 'audit.json')),
+                     result)
+    self.assertTrue(os.path.getsize(os.path.join(out,
+                                                 'empirical_privacy.png')))
+    with open(os.path.join(out, 'privacy_report.md')) as f:
+      report = f.read()
+    self.assertEqual(
+        privacy_report.parse_figures(report)['epsilon (PLD)'],
+        privacy_report.number(result['accounted_epsilon'], '.6g'))
+    self.assertIn('One-shot empirical estimate', report)
+    self.assertIn('BLT-DP-FTRL', report)
 
 
 if __name__ == '__main__':
