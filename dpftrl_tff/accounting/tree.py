@@ -1049,7 +1049,7 @@ def max_sensitivity_squared(total_rounds: int, max_participation: int,
   beats with more participations (`_drop_dominated_counts`): any T up to
   10^5 in milliseconds. A binding MaxP keeps every count (dense tables and
   `_merge_dense` above 64 counts; across restarts only the counts that can
-  still reach the worst case); docs/algorithms.md has timings.
+  still reach the worst case); docs/performance.md has timings.
   """
   total_rounds, max_participation, min_separation = _validate(
       total_rounds, max_participation, min_separation)
