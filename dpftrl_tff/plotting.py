@@ -75,13 +75,21 @@ def errorbar_plot(path, xs, means, stds, *, title, xlabel, ylabel,
 
 
 def panels_plot(path, panels, *, xlabel, title=None):
-  """A PNG of side-by-side panels: each (ylabel, [(label, xs, ys)], logy)."""
+  """A PNG of side-by-side panels: each (ylabel, series, logy).
+
+  A series is (label, xs, ys), or (label, xs, ys, low, high) for a line
+  with a shaded band between low and high.
+  """
   fig, axes = _subplots(len(panels), figsize=(4.6 * len(panels), 3.6),
                         dpi=110)
   axes = list(axes) if len(panels) > 1 else [axes]
   for ax, (ylabel, series, logy) in zip(axes, panels):
-    for label, xs, ys in series:
-      ax.plot(xs, ys, marker='o', markersize=3, linewidth=1.3, label=label)
+    for label, xs, ys, *band in series:
+      line, = ax.plot(xs, ys, marker='o', markersize=3, linewidth=1.3,
+                      label=label)
+      if band:
+        ax.fill_between(xs, band[0], band[1], color=line.get_color(),
+                        alpha=0.15, linewidth=0)
     if logy:
       ax.set_yscale('log')
     _label(ax, title=None, xlabel=xlabel, ylabel=ylabel)

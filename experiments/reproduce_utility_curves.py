@@ -366,19 +366,29 @@ def main(argv):
   ratio = scale.noise_multiplier / 20
   goal_rows, by_round, by_updates = [], [], []
   for m in goals:
-    if m == runner.config().clients_per_round:
-      summary = runs[('fixed', seeds[0])]   # The same run.
-    else:
-      summary = runner.train(f'report_goal_{m}', runner.config(
-          seed=seeds[0], clients_per_round=m, noise_multiplier=ratio * m))
-    xs, ys = _curve(summary)
-    by_round.append((f'm = {m}, z = {ratio * m:g} ({_privacy_label(summary)})',
-                     xs, [100 * y for y in ys]))
+    curves, label = [], None
+    for seed in seeds:
+      if m == runner.config().clients_per_round:
+        summary = runs[('fixed', seed)]   # The same run.
+      else:
+        # Seed 1 keeps its old run name, so earlier runs are reused.
+        name = f'report_goal_{m}' + ('' if seed == seeds[0] else
+                                     f'_seed{seed}')
+        summary = runner.train(name, runner.config(
+            seed=seed, clients_per_round=m, noise_multiplier=ratio * m))
+      label = label or _privacy_label(summary)
+      xs, ys = _curve(summary)
+      curves.append((xs, ys))
+      goal_rows += [dict(report_goal=m, noise_multiplier=ratio * m,
+                         seed=seed, round=x, client_updates=x * m,
+                         eval_in_vocab_accuracy=y) for x, y in zip(xs, ys)]
+    xs, mean, low, high = _band(curves)
+    by_round.append((f'm = {m}, z = {ratio * m:g} ({label})', xs,
+                     [100 * y for y in mean], [100 * y for y in low],
+                     [100 * y for y in high]))
     by_updates.append((f'm = {m}', [x * m for x in xs],
-                       [100 * y for y in ys]))
-    goal_rows += [dict(report_goal=m, noise_multiplier=ratio * m, round=x,
-                       client_updates=x * m, eval_in_vocab_accuracy=y)
-                  for x, y in zip(xs, ys)]
+                       [100 * y for y in mean], [100 * y for y in low],
+                       [100 * y for y in high]))
   run_directory.write_csv_atomic(
       os.path.join(out, f'utility_report_goal{suffix}.csv'), goal_rows)
   plotting.panels_plot(
@@ -386,7 +396,8 @@ def main(argv):
       [('eval in-vocab accuracy (%)', by_round, False),
        ('eval in-vocab accuracy (%)', by_updates, False)],
       xlabel='round (left) / client updates processed (right)',
-      title=f'Report goal with z / m = {ratio:g} fixed')
+      title=(f'Report goal with z / m = {ratio:g} fixed: mean and min-max '
+             f'of {len(seeds)} seed' + ('s' if len(seeds) > 1 else '')))
 
   # Sec. 2.3: rounds to the target against pretraining steps.
   pre_rows = []

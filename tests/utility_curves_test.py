@@ -64,6 +64,11 @@ class ReproduceUtilityCurvesTest(absltest.TestCase):
       self.assertTrue(os.path.isfile(
           os.path.join(out, f'utility_{name}_git_quick.csv')), name)
     self.assertIn('reaches the from-scratch final accuracy', proc.stdout)
+    with open(os.path.join(out, 'utility_report_goal_git_quick.csv')) as f:
+      goal_rows = list(csv.DictReader(f))
+    # Every report goal over every seed (mean and band in the figure).
+    self.assertEqual({(r['report_goal'], r['seed']) for r in goal_rows},
+                     {(m, s) for m in ('10', '20') for s in ('1', '2')})
     with open(os.path.join(root, 'fixed_seed1', 'summary.json')) as f:
       privacy = json.load(f)['privacy']
     # The run's own guarantee (planned groups) and the labelled launch.
