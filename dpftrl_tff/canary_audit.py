@@ -82,14 +82,14 @@ def run(config, *, dimension: int, canaries: int, population: int,
   if dimension < 2:
     raise ValueError(f'--dimension must be >= 2, got {dimension}.')
   rng = rng or np.random.default_rng()
-  clip = registry.get(config.aggregator).initial_clip(config)
+  mechanism = registry.get(config.aggregator)
+  clip = mechanism.initial_clip(config)
   scale = clip if clip else 1.0   # No clip (no DP): unit updates.
   canary_norm = 2.0 * scale if canary_norm is None else canary_norm
   update_norm = scale if update_norm is None else update_norm
   training.plan_blt(config, population)
   training.prepare_execution(config)   # SecAgg's secure sums need TFF's
                                        # test context, as in training.
-  mechanism = registry.get(config.aggregator)
   factory = mechanism.build_factory(
       config, tf.TensorSpec([dimension], tf.float32))
   process = factory.create(tff.TensorType(np.float32, [dimension]))
@@ -107,16 +107,10 @@ def run(config, *, dimension: int, canaries: int, population: int,
   for r in range(config.total_rounds):
     cohort = sampler.sample(r)
     log.record(r, cohort)
-    is_canary = [int(c) in canary_of for c in cohort]
-    real = _random_updates(rng, len(cohort) - sum(is_canary), dimension,
-                           update_norm)
-    values, j = [], 0
-    for c, flag in zip(cohort, is_canary):
-      if flag:
-        values.append(canary_updates[canary_of[int(c)]])
-      else:
-        values.append(real[j])
-        j += 1
+    num_real = sum(int(c) not in canary_of for c in cohort)
+    real = iter(_random_updates(rng, num_real, dimension, update_norm))
+    values = [canary_updates[canary_of[int(c)]] if int(c) in canary_of
+              else next(real) for c in cohort]
     output = process.next(state, values)
     state = output.state
     result = np.asarray(output.result, np.float64)

@@ -12,6 +12,8 @@ import dataclasses
 import math
 from typing import Any, Dict, Optional, Sequence
 
+import numpy as np
+
 from dpftrl_tff import checks
 
 
@@ -265,6 +267,11 @@ class TrainConfig:
 
 
 LEARNING_RATE_FIELDS = ('client_lr', 'server_lr', 'server_momentum')
+
+
+def draw_seed() -> int:
+  """An unpredictable seed for an unset --seed (recorded by the caller)."""
+  return int(np.random.SeedSequence().generate_state(1)[0] >> 1)
 
 
 def resumable_fields():

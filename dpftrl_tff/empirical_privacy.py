@@ -171,8 +171,7 @@ class Estimate:
 def estimate(seen: Sequence[float], unseen: Sequence[float], delta: float,
              *, confidence: float = DEFAULT_CONFIDENCE,
              bootstrap: int = 500,
-             rng: Optional[np.random.Generator] = None,
-             threat_model: str = 'final model') -> Estimate:
+             rng: Optional[np.random.Generator] = None) -> Estimate:
   """The estimate from the cosines of seen and unseen canaries.
 
   Args:
@@ -182,7 +181,6 @@ def estimate(seen: Sequence[float], unseen: Sequence[float], delta: float,
     confidence: of the bootstrap interval.
     bootstrap: resamples for the interval (0: no interval, [nan, nan]).
     rng: for the resampling (a fresh unpredictable one by default).
-    threat_model: 'final model' or 'all iterates', recorded with the result.
   """
   seen = np.asarray(seen, np.float64)
   unseen = np.asarray(unseen, np.float64)
@@ -215,8 +213,7 @@ def estimate(seen: Sequence[float], unseen: Sequence[float], delta: float,
   return Estimate(empirical_epsilon=eps, epsilon_interval=interval,
                   confidence=confidence, delta=delta,
                   seen_canaries=len(seen), unseen_canaries=len(unseen),
-                  seen_fit=seen_fit, unseen_fit=unseen_fit,
-                  threat_model=threat_model)
+                  seen_fit=seen_fit, unseen_fit=unseen_fit)
 
 
 def random_directions(num: int, dimension: int,

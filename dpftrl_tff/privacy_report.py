@@ -110,6 +110,7 @@ def _ints(values) -> str:
 
 def render(privacy: Optional[Dict[str, Any]], *, subject: str,
            participation: str, clipping: str, released: str,
+           kind: str = 'run',
            launch_equivalent: Optional[Dict[str, Any]] = None,
            empirical: Optional[Dict[str, Any]] = None) -> str:
   """The report as Markdown.
@@ -121,6 +122,7 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
     participation: how MinS and MaxP were enforced and what was observed.
     clipping: the clip norm in words (fixed C, or adaptive from C_0).
     released: what the run writes out (weights, metrics).
+    kind: 'run' (a run's own guarantee) or 'launch' (a planned one).
     launch_equivalent: the launch this simulation stands for (labelled, not
       the run's guarantee), or None.
     empirical: the canary estimate (`empirical_privacy` of summary.json),
@@ -133,7 +135,6 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
         '(noise multiplier 0 or a non-DP aggregator). Nothing below the '
         'data\'s own sensitivity protects its clients.', '']
     return '\n'.join(lines)
-  noun = 'run' if subject.startswith('run') else 'launch'
   eps = number(privacy['epsilon'], '.6g')
   rho = number(privacy['zcdp'], '.6g')
   delta = number(privacy['delta'], 'g')
@@ -141,11 +142,11 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
       'Structure: the paper\'s appendix "Reporting privacy guarantees", '
       'after Ponomareva et al. (2023, Sec. 5.3).', '',
       '## 1. DP setting', '',
-      f'Central DP: the server{" (here, the simulation)" if noun == "run" else ""} is trusted to clip, '
+      f'Central DP: the server{" (here, the simulation)" if kind == "run" else ""} is trusted to clip, '
       'add the noise and release only the noisy aggregate, as specified '
       'below.', '',
       '## 2. The DP definition, instantiated', '',
-      f'- Data accesses covered: every training round of this {noun}, for every '
+      f'- Data accesses covered: every training round of this {kind}, for every '
       'well-behaved client (one that follows the algorithm, including its '
       'participation limits). Not covered: hyperparameter tuning, the '
       'choice of a checkpoint by evaluation, repeated runs, and the public '
@@ -178,7 +179,7 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
   lines += figures_table(privacy)
   lines += [
       '', '### Formal statement', '',
-      f'Every model released by this {noun} satisfies {rho}-zCDP, hence ({eps}, {delta})-DP, at the device '
+      f'Every model released by this {kind} satisfies {rho}-zCDP, hence ({eps}, {delta})-DP, at the device '
       'level under zero-out adjacency, provided that no device took part '
       f'more than {privacy["max_participation"]} times and never twice '
       f'with fewer than {privacy["min_separation"]} rounds between.',
@@ -207,7 +208,7 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
       'Code: this repository (dpftrl_tff), on TensorFlow Federated and '
       'TensorFlow Privacy; '
       + ('the run\'s hparams.json records the command, the commit and the '
-         'package versions.' if noun == 'run' else
+         'package versions.' if kind == 'run' else
          'computed by experiments.privacy_accountant with the flags given.'),
       '']
   return '\n'.join(lines)
@@ -269,7 +270,7 @@ def clipping_text(config) -> str:
             f'{config.target_unclipped_quantile:g}; the clip in force '
             'changes only when a tree restarts, so each tree sees one C.')
   text = f'fixed l2 clip norm C = {config.clip_norm:g} per client update.'
-  if getattr(config, 'secagg', False):
+  if config.secagg:
     text += (f' SecAgg-style discretization (scale s = '
              f'{config.secagg_scale:g}): randomized rounding inflates the '
              'sensitivity from C to C_inflated, and the noise is raised to '

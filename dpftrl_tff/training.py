@@ -605,7 +605,7 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
                  f'it).')
         return dict(summary, already_finished=True)
     if config.seed is None:
-      config.seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+      config.seed = config_lib.draw_seed()
     return _train_locked(config, run_dir, previous, train_data=train_data,
                          eval_data=eval_data, vocab=vocab,
                          data_description=data_description,

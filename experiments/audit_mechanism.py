@@ -72,7 +72,7 @@ def run():
     console.warn(f'--noise_seed={config.noise_seed} fixes the DP noise: '
                  'the audit then measures a predictable mechanism.')
   if config.seed is None:
-    config.seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+    config.seed = config_lib.draw_seed()
   population = _POPULATION.value or max(
       10 * config.clients_per_round,
       config.clients_per_round + _CANARIES.value)

@@ -330,7 +330,7 @@ def launch_report(r) -> str:
                 'does not depend on its value).')
   return privacy_report.render(
       r, subject='planned launch', participation=participation,
-      clipping=clipping,
+      clipping=clipping, kind='launch',
       released=f'the model weights after each of the {r["rounds"]} rounds.')
 
 
