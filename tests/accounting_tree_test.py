@@ -1,5 +1,6 @@
 """Tests of the fast exact tree accountant against TFP and brute force."""
 
+import fractions
 import itertools
 import random
 from unittest import mock
@@ -409,16 +410,32 @@ class HopelessCountsTest(parameterized.TestCase):
     for _ in range(200):
       values = np.concatenate(
           ([0], np.cumsum(rng.integers(0, 30, rng.integers(1, 25)))))
-      slopes, runs = tree._concave_slopes(values)  # pylint: disable=protected-access
-      self.assertTrue(np.all(np.diff(slopes) < 0))
-      hull = np.concatenate(([0.0], np.cumsum(
-          np.repeat(slopes, runs))))
+      rises, runs = tree._concave_slopes(values)  # pylint: disable=protected-access
+      self.assertEqual(rises.dtype, np.int64)
+      slopes = [fractions.Fraction(int(a), int(b))
+                for a, b in zip(rises, runs)]
+      self.assertTrue(all(x > y for x, y in zip(slopes, slopes[1:])))
+      hull = [fractions.Fraction(0)]
+      for slope, run in zip(slopes, runs):
+        base = hull[-1]
+        hull.extend(base + slope * (k + 1) for k in range(run))
       # Above every value it covers, equal at the corners, and the
       # slopes stop where the values stop rising.
-      self.assertTrue(np.all(hull >= values[:hull.size] - 1e-9))
+      self.assertTrue(all(h >= v for h, v in zip(hull, values)))
       corners = np.concatenate(([0], np.cumsum(runs)))
-      np.testing.assert_allclose(hull[corners], values[corners])
-      self.assertAlmostEqual(hull[-1], values.max(), delta=1e-6)
+      self.assertEqual([hull[c] for c in corners], list(values[corners]))
+      self.assertEqual(hull[-1], values.max())
+
+  def test_decreasing_slopes_exact_beyond_float(self):
+    # Slopes 1 apart in 1e-17 relative: floats cannot tell them apart, so
+    # the order comes from fractions.
+    big = 10**12
+    rises = np.array([big, big + 1, 3, big - 1], np.int64)
+    runs = np.array([10**5 + 1, 10**5 + 1, 1, 10**5 + 1], np.int64)
+    order = tree._decreasing_slopes(rises, runs)  # pylint: disable=protected-access
+    self.assertEqual(list(order), [1, 0, 3, 2])
+    order = tree._decreasing_slopes(np.array([3, 5, 4]), np.array([2, 3, 2]))  # pylint: disable=protected-access
+    self.assertEqual(list(order), [2, 1, 0])   # 2 > 5/3 > 3/2
 
   def test_tightest_floor_keeps_the_worst_case(self):
     # The floor at the worst case itself (the most any feasible pattern
@@ -458,11 +475,12 @@ class HopelessCountsTest(parameterized.TestCase):
     values = np.array([[0, 0], [3, 4], [inf, 9], [10, 12], [inf, 20]])
     table = tree._DenseTable(values, [0, 1], first=2)  # pylint: disable=protected-access
     # Budgets 0..6 (cap 6): counts 2..6 have cap - n = 4..0 left.
-    ceiling = np.array([0.0, 5.0, 9.0, 12.0, 14.0, 15.0, 16.0])
-    # best + ceiling: 14, 16, 18, 17, 20; hopeless below floor - 1, and
-    # only the lowest counts up to the first that is not go.
-    for floor, first in ((15, 2), (16, 3), (17, 3), (18, 4), (19, 4),
-                         (20, 6)):
+    ceiling = np.array([0, 5, 9, 12, 14, 15, 16])
+    # best + ceiling: 14, 16, 18, 17, 20; hopeless below floor (exact
+    # integers, no margin), and only the lowest counts up to the first
+    # that is not go.
+    for floor, first in ((14, 2), (15, 3), (16, 3), (17, 4), (18, 4),
+                         (19, 6), (20, 6)):
       with self.subTest(floor=floor):
         kept = tree._drop_hopeless_counts(table, ceiling, floor)  # pylint: disable=protected-access
         self.assertEqual(kept.first, first)
@@ -488,8 +506,21 @@ class HopelessCountsTest(parameterized.TestCase):
           best = tree.brute_force_sensitivity_squared(
               sum(rest), min(budget, fits), min_sep, restarts)
           with self.subTest(segments=segments, done=done, budget=budget):
-            self.assertGreaterEqual(ceiling[budget] + 1e-6, best)
+            self.assertGreaterEqual(ceiling[budget], best)
         self.assertEqual(ceiling[0], 0)
+        self.assertEqual(list(ceiling), _fraction_ceilings(
+            [ceilings.hulls[length] for length in rest], fits + 2))
+
+
+def _fraction_ceilings(hulls, cap):
+  """floor of the sum of the b largest hull slopes, b = 0..cap, each
+  slope taken one unit of n at a time, in fractions (the short reference
+  of `_RemainingCeilings.after`)."""
+  units = sorted((fractions.Fraction(int(rise), int(run))
+                  for rises, runs in hulls for rise, run in zip(rises, runs)
+                  for _ in range(run)), reverse=True)
+  sums = [fractions.Fraction(0)] + list(itertools.accumulate(units))
+  return [int(sums[min(b, len(units))]) for b in range(cap + 1)]
 
 
 class TensorFlowPrivacyTest(parameterized.TestCase):

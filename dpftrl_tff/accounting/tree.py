@@ -72,6 +72,7 @@ the counts from which no pattern can reach the value of a feasible one
 
 import bisect
 import collections
+import fractions
 import functools
 import itertools
 from typing import Dict, Iterable, List, NamedTuple, Sequence, Tuple
@@ -1120,7 +1121,8 @@ def _packed_value(segments: Sequence[int], gap: int, count: int) -> int:
 
 
 class _RemainingCeilings:
-  """Upper bounds of the value the trees after the k-th can still add.
+  """Upper bounds, exact integers, of the value the trees after the k-th
+  can still add.
 
   The trees of one length L have, entered at offset 0 (the best entry),
   a best value f_L(n) with n participations. Its least concave majorant
@@ -1130,6 +1132,12 @@ class _RemainingCeilings:
   tree and per unit of n), since that sum is the max-plus convolution of
   concave functions, and dropping the separation across tree boundaries
   and entering every tree at offset 0 only allow more.
+
+  The slopes are rationals rise / run of integers; they are ordered
+  exactly (`_decreasing_slopes`) and the bound at budget b is summed as
+  whole rises plus floor(rise * part / run) for the last, partly used
+  segment. Every completion is an integer at most the rational bound, so
+  at most its floor: the ceilings are exact, with no rounding margin.
   """
 
   def __init__(self, program: '_BlockTree', segments: Sequence[int]):
@@ -1141,27 +1149,50 @@ class _RemainingCeilings:
       self.hulls[length] = _concave_slopes(best[best >= 0])
 
   def after(self, done: int, cap: int) -> np.ndarray:
-    """ceiling[b] for budgets b = 0..cap, the trees from index `done` on."""
-    slopes, runs = [], []
+    """ceiling[b] (int64) for budgets b = 0..cap, the trees from index
+    `done` on."""
+    rises, runs = [], []
     for length, trees in collections.Counter(self.segments[done:]).items():
-      hull_slopes, hull_runs = self.hulls[length]
-      slopes.append(hull_slopes)
+      hull_rises, hull_runs = self.hulls[length]
+      rises.append(hull_rises * trees)   # the slopes stay those of the hull
       runs.append(hull_runs * trees)
-    slopes, runs = np.concatenate(slopes), np.concatenate(runs)
-    order = np.argsort(-slopes, kind='stable')
-    slopes, runs = slopes[order], runs[order]
-    ends = np.cumsum(runs)
-    values = np.concatenate(([0.0], np.cumsum(slopes * runs)))
-    ends = np.concatenate(([0], ends))
+    rises, runs = np.concatenate(rises), np.concatenate(runs)
+    if not rises.size:
+      return np.zeros(cap + 1, np.int64)
+    order = _decreasing_slopes(rises, runs)
+    rises, runs = rises[order], runs[order]
+    ends = np.concatenate(([0], np.cumsum(runs)))
+    values = np.concatenate(([0], np.cumsum(rises)))
     budgets = np.minimum(np.arange(cap + 1), ends[-1])
     segment = np.clip(np.searchsorted(ends, budgets, side='right') - 1, 0,
-                      slopes.size - 1)
-    return values[segment] + slopes[segment] * (budgets - ends[segment])
+                      rises.size - 1)
+    part = budgets - ends[segment]
+    # floor(rise * part / run) without overflow: rise = whole run + rest.
+    whole, rest = np.divmod(rises[segment], runs[segment])
+    return values[segment] + whole * part + (rest * part) // runs[segment]
+
+
+def _decreasing_slopes(rises: np.ndarray, runs: np.ndarray) -> np.ndarray:
+  """The order of the slopes rises / runs (positive integers), largest
+  first, exactly.
+
+  Two different slopes a / b and c / d differ by at least 1 / (b d), more
+  than the rounding of both floats (2^-53 relative each) when
+  max(a) max(b) < 2^51, so a float sort orders them exactly there; equal
+  slopes may come in any order (the sums do not change). Above that bound
+  the slopes are sorted as fractions.
+  """
+  if int(rises.max()) * int(runs.max()) < 2**51:
+    return np.argsort(-(rises / runs), kind='stable')
+  slopes = [fractions.Fraction(int(a), int(b)) for a, b in zip(rises, runs)]
+  return np.array(sorted(range(len(slopes)), key=lambda i: -slopes[i]),
+                  np.int64)
 
 
 def _concave_slopes(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-  """Slopes and run lengths of the least concave majorant of values[n]
-  over n = 0..N (the upper hull), the slopes decreasing and kept >= 0."""
+  """Rises and runs (integers) of the least concave majorant of values[n]
+  over n = 0..N (the upper hull): the slopes rise / run decrease and only
+  the positive ones are kept."""
   hull = [0]
   for n in range(1, values.size):
     while len(hull) >= 2:
@@ -1174,9 +1205,9 @@ def _concave_slopes(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     hull.append(n)
   hull = np.array(hull)
   runs = np.diff(hull)
-  slopes = np.diff(values[hull]).astype(np.float64) / runs
-  keep = slopes > 0
-  return slopes[keep], runs[keep]
+  rises = np.diff(values[hull]).astype(np.int64)
+  keep = rises > 0
+  return rises[keep], runs[keep]
 
 
 def _drop_hopeless_counts(table: _DenseTable, ceiling: np.ndarray,
@@ -1191,12 +1222,13 @@ def _drop_hopeless_counts(table: _DenseTable, ceiling: np.ndarray,
   same. The lowest counts up to the first that is not hopeless are
   dropped (the table then starts at a later count), and the worst case,
   which needs at least one participation, is then among the counts left.
+  All three terms are exact integers (`_RemainingCeilings`), so the test
+  is exact.
   """
   best = table.values[:, -1]   # cumulative: the best over the exits
   cap = ceiling.size - 1
   counts = table.first + np.arange(best.size)
-  # 1 below, for the rounding of the ceilings' float slopes.
-  hopeless = best + ceiling[cap - counts] + 1 < floor
+  hopeless = best + ceiling[cap - counts] < floor
   prefix = int(np.argmin(hopeless))   # the first count not hopeless
   if not hopeless[prefix]:
     if not prefix:
