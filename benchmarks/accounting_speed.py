@@ -23,7 +23,7 @@ from absl import flags
 from tensorflow_privacy.privacy.analysis import tree_aggregation_accountant as tfp_tree
 
 from dpftrl_tff.accounting import tree
-from experiments import reproduce_tables
+from dpftrl_tff.accounting import paper_tables
 
 _ROWS = flags.DEFINE_string(
     'rows', 'pt-PT,es-AR,en-IN,de-DE',
@@ -101,7 +101,7 @@ def _least_time(rounds, max_p, min_sep, restarts):
 
 
 def _paper_rows():
-  nwp = [r for r in reproduce_tables.PAPER_ROWS if r[0] == 'NWP']
+  nwp = [r for r in paper_tables.PAPER_ROWS if r[0] == 'NWP']
   wanted = None if _ROWS.value == 'all' else set(_ROWS.value.split(','))
   print(f'{"task":7} {"T":>5} {"MinS":>5} {"MaxP":>4} {"TFP s":>9} '
         f'{"ours s":>9} {"speed-up":>9} {"agree":>5}  zCDP')

@@ -40,8 +40,8 @@ from dpftrl_tff import strict_json
 from dpftrl_tff import plotting
 from dpftrl_tff import run_directory
 from dpftrl_tff.accounting import blt_optimizer
-from experiments import reproduce_tables
-from experiments import training_runs
+from dpftrl_tff.accounting import paper_tables
+from dpftrl_tff import training_runs
 
 _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'docs/figures',
                                   'Where the CSV and PNG files go.')
@@ -59,7 +59,7 @@ _TRAIN_SEED = flags.DEFINE_integer('train_seed', 1, 'Seed of both runs.')
 
 
 def compare_row(rounds, min_separation, max_participation,
-                noise_multiplier=reproduce_tables.NOISE_MULTIPLIER):
+                noise_multiplier=paper_tables.NOISE_MULTIPLIER):
   """Tree vs optimized BLT for one (T, MinS, MaxP); a dict."""
   tree = accounting.compute_privacy(
       rounds=rounds, noise_multiplier=noise_multiplier,
@@ -94,7 +94,7 @@ def compare_row(rounds, min_separation, max_participation,
 def compare_paper_rows():
   rows = []
   for table, task, rounds, min_sep, max_p, _, _, secagg in (
-      reproduce_tables.PAPER_ROWS):
+      paper_tables.PAPER_ROWS):
     if table != 'NWP':
       continue
     row = compare_row(rounds, min_sep, max_p)
@@ -130,7 +130,7 @@ def _write_privacy(rows, output_dir):
 
 
 def _print_privacy(rows):
-  print(f'Paper NWP rows, z = {reproduce_tables.NOISE_MULTIPLIER:g}; BLT '
+  print(f'Paper NWP rows, z = {paper_tables.NOISE_MULTIPLIER:g}; BLT '
         f'optimized for each (T, MinS, MaxP), max error.')
   print(f'{"task":7} {"T":>5} {"MinS":>5} {"MaxP":>4} {"tree zCDP":>9} '
         f'{"BLT zCDP":>9} {"z_BLT":>7} {"std tree":>9} {"std BLT":>8} '

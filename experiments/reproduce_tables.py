@@ -25,88 +25,20 @@ import sys
 from absl import app
 from absl import flags
 
-from dpftrl_tff import accounting
+from dpftrl_tff.accounting import paper_tables
 
 _OUTPUT_CSV = flags.DEFINE_string('output_csv', None,
                                   'Also write the table to this CSV file.')
 
-REPORT_GOAL = 6500
-NOISE_MULTIPLIER = 7.0
-SECAGG_CLIP_NORM = 5.0
-SECAGG_MODEL_DIM = 2_383_022
-
-# (table, task, rounds, MinS, MaxP, paper zCDP, paper epsilon, secagg)
-PAPER_ROWS = [
-    ('NWP', 'de-DE', 930, 212, 4, 0.48, None, False),
-    ('NWP', 'en-GB', 980, 226, 4, 0.48, None, False),
-    ('NWP', 'fr-FR', 1280, 180, 5, 0.89, None, False),
-    ('NWP', 'it-IT', 1620, 303, 5, 0.71, None, False),
-    ('NWP', 'pt-PT', 530, 54, 8, 1.86, None, False),
-    ('NWP', 'es-ES', 1900, 526, 3, 0.35, None, False),
-    ('NWP', 'es-ES*', 1750, 349, 4, 0.52, None, True),
-    ('NWP', 'en-US', 2800, 371, 7, 1.31, None, False),
-    ('NWP', 'en-US*', 1360, 622, 2, 0.25, None, True),
-    ('NWP', 'pt-BR', 3600, 909, 3, 0.45, None, False),
-    ('NWP', 'en-IN', 1290, 170, 6, 1.14, None, False),
-    ('NWP', 'es-MX', 1980, 343, 5, 0.64, None, False),
-    ('NWP', 'es-AR', 640, 90, 5, 0.84, None, False),
-    ('OTF', 'de-DE', 1170, 206, 5, 0.89, 9.01, False),
-    ('OTF', 'en-GB', 1220, 206, 5, 0.89, 9.01, False),
-    ('OTF', 'es-ES', 1280, 197, 5, 0.89, 9.01, False),
-    ('OTF', 'fr-FR', 1300, 290, 4, 0.61, 7.31, False),
-    ('OTF', 'it-IT', 1360, 188, 5, 0.89, 9.01, False),
-    ('OTF', 'ru-RU', 870, 327, 3, 0.32, 5.13, False),
-    ('OTF', 'pt-PT', 430, 54, 7, 0.99, 9.56, False),
-]
-
-
-def _secagg_zcdp(rounds, min_sep, max_p, scale):
-  return accounting.compute_privacy(
-      rounds=rounds, noise_multiplier=NOISE_MULTIPLIER,
-      max_participation=max_p, min_separation=min_sep,
-      secagg_scale=scale, model_dim=SECAGG_MODEL_DIM,
-      clip_norm=SECAGG_CLIP_NORM, with_epsilon=False).zcdp
-
-
-def reproduce():
-  """Returns one dict per paper row with paper and computed values."""
-  rows = []
-  for table, task, rounds, min_sep, max_p, zcdp, eps, secagg in PAPER_ROWS:
-    rho = accounting.compute_zcdp_single_tree(NOISE_MULTIPLIER, rounds, max_p,
-                                              min_sep)
-    row = dict(table=table, task=task, rounds=rounds, min_separation=min_sep,
-               max_participation=max_p, paper_zcdp=zcdp, zcdp=rho,
-               paper_epsilon=eps, epsilon=None, secagg=secagg, note='')
-    row['epsilon_of_rounded_zcdp'] = None
-    if eps is not None:
-      row['epsilon'] = accounting.epsilon_pld(rho, accounting.DEFAULT_DELTA)
-      row['epsilon_of_rounded_zcdp'] = accounting.epsilon_pld(
-          round(rho, 2), accounting.DEFAULT_DELTA)
-    if secagg:
-      scale = 1.0
-      while round(_secagg_zcdp(rounds, min_sep, max_p, scale), 2) != zcdp:
-        scale *= 2
-        if scale > 2.0**40:
-          break
-      row['zcdp_secagg_scale_1'] = _secagg_zcdp(rounds, min_sep, max_p, 1.0)
-      row['zcdp'] = _secagg_zcdp(rounds, min_sep, max_p, scale)
-      row['note'] = (f'SecAgg: reproduced from s >= {scale:g} (C=5, d=2^22); '
-                     f'{row["zcdp_secagg_scale_1"]:.2f} at s=1')
-    row['agrees'] = (round(row['zcdp'], 2) == zcdp and
-                     (eps is None or
-                      round(row['epsilon_of_rounded_zcdp'], 2) == eps))
-    rows.append(row)
-  return rows
-
 
 def main(argv):
   del argv
-  rows = reproduce()
+  rows = paper_tables.reproduce()
   header = (f'{"table":5} {"task":7} {"rounds":>6} {"MinS":>5} {"MaxP":>4} '
             f'{"zCDP paper":>10} {"zCDP ours":>10} {"eps paper":>9} '
             f'{"eps ours":>9} {"eps(rounded)":>12} {"agree":>5}  note')
-  print(f'Report goal {REPORT_GOAL}, noise multiplier {NOISE_MULTIPLIER:g}, '
-        f'delta 1e-10 (PLD).')
+  print(f'Report goal {paper_tables.REPORT_GOAL}, noise multiplier '
+        f'{paper_tables.NOISE_MULTIPLIER:g}, delta 1e-10 (PLD).')
   print(header)
   for r in rows:
     eps_paper = '' if r['paper_epsilon'] is None else f'{r["paper_epsilon"]:.2f}'

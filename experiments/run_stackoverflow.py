@@ -24,7 +24,7 @@ from absl import flags
 from dpftrl_tff import checks
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import console
-from experiments import data_flags
+from dpftrl_tff import data_flags
 # pylint: enable=g-import-not-at-top
 
 # Output.

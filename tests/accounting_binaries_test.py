@@ -9,7 +9,7 @@ from absl.testing import parameterized
 
 from dpftrl_tff import accounting
 from dpftrl_tff import strict_json
-from experiments import reproduce_tables
+from dpftrl_tff.accounting import paper_tables
 
 from tests import fixtures
 from tests import privacy_report_test
@@ -126,7 +126,7 @@ class PrivacyAccountantTest(parameterized.TestCase):
 class ReproduceTest(absltest.TestCase):
 
   def test_every_paper_row_agrees(self):
-    rows = reproduce_tables.reproduce()
+    rows = paper_tables.reproduce()
     self.assertLen(rows, 20)
     for row in rows:
       self.assertTrue(row['agrees'], row)

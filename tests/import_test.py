@@ -1,6 +1,8 @@
 """Importing the library changes no global state; binaries install patches."""
 
+import ast
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -55,6 +57,25 @@ class ImportTest(absltest.TestCase):
         serialization=False, pyplot=False)))
     self.assertEqual(
         second, "{'worker': True, 'fast_serialization': True} True True")
+
+
+  def test_no_binary_or_library_module_imports_a_binary(self):
+    # Binaries are thin (flags to library calls): the library and the other
+    # binaries never import one.
+    root = pathlib.Path(fixtures.ROOT)
+    offenders = []
+    for path in sorted([*root.glob('experiments/*.py'),
+                        *root.glob('dpftrl_tff/**/*.py'),
+                        *root.glob('benchmarks/*.py')]):
+      for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+          names = [node.module]
+        elif isinstance(node, ast.Import):
+          names = [alias.name for alias in node.names]
+        if any(name.split('.')[0] == 'experiments' for name in names):
+          offenders.append(f'{path.relative_to(root)}:{node.lineno}')
+    self.assertEmpty(offenders)
 
 
 if __name__ == '__main__':

@@ -1,6 +1,6 @@
 """Tests of the general sweep: grid, tied axes, summaries, frontier, plots.
 
-The runs themselves go through experiments.training_runs, exercised end to
+The runs themselves go through dpftrl_tff.training_runs, exercised end to
 end (runs, reuse, refusal) by tests/noise_sweep_test.py.
 """
 
@@ -18,8 +18,8 @@ import time
 from absl.testing import absltest
 from absl.testing import parameterized
 
-from experiments import sweeps
-from experiments import training_runs
+from dpftrl_tff import sweeps
+from dpftrl_tff import training_runs
 from tests import fixtures
 
 
@@ -188,7 +188,7 @@ class ChildLifeTest(absltest.TestCase):
     folder = tempfile.mkdtemp()
     pid_file = os.path.join(folder, 'child.pid')
     launcher = subprocess.Popen([sys.executable, '-c', (
-        'import sys; from experiments import training_runs; '
+        'import sys; from dpftrl_tff import training_runs; '
         'training_runs.run_child([sys.executable, "-c", '
         f'"import os, time; open({pid_file!r}, \'w\').write(str(os.getpid()));'
         ' time.sleep(300)"])')], cwd=fixtures.ROOT)

@@ -16,7 +16,7 @@ import numpy as np
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import plotting
 from dpftrl_tff import run_directory
-from experiments import training_runs
+from dpftrl_tff import training_runs
 
 # Flags a sweep sets itself, or that name the run rather than configure it.
 _NOT_AXES = ('seed', 'root_output_dir', 'experiment_name')
