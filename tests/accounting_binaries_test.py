@@ -17,6 +17,57 @@ from tests import privacy_report_test
 _run = fixtures.run_module
 
 
+_BAD_INPUT = (
+    ('negative_rounds', ['--rounds=-1', '--noise_multiplier=1'], 'rounds'),
+    ('zero_noise', ['--rounds=10', '--noise_multiplier=0'],
+     'noise_multiplier'),
+    ('missing_noise', ['--rounds=10'], 'noise_multiplier'),
+    ('non_integer_count', ['--rounds=10.5', '--noise_multiplier=1'],
+     'rounds'),
+    ('min_sep_too_large', ['--rounds=10', '--noise_multiplier=1',
+                           '--population=1000', '--report_goal=100',
+                           '--min_separation=50'], 'min_separation'),
+    ('bad_restarts', ['--rounds=10', '--noise_multiplier=1',
+                      '--restart_rounds=a,b'], 'restart_rounds'),
+    ('no_z_delta', ['--rounds=10', '--noise_multiplier=7',
+                    '--clipped_count_stddev=1'], 'clipped_count_stddev'),
+    ('partial_secagg', ['--rounds=10', '--noise_multiplier=1',
+                        '--secagg_scale=10'], 'secagg_scale'),
+    ('restart_beyond_rounds', ['--rounds=100', '--noise_multiplier=1',
+                               '--restart_rounds=500'],
+     '--restart_rounds: a restart'),
+    ('periodic_beyond_rounds', ['--rounds=100', '--noise_multiplier=1',
+                                '--restart_rounds=periodic:200:10'],
+     "--restart_rounds='periodic:200:10'"),
+    ('negative_min_sep', ['--rounds=100', '--noise_multiplier=1',
+                          '--min_separation=-2'], '--min_separation'),
+    ('blt_file_with_tree', ['--rounds=10', '--noise_multiplier=1',
+                            '--blt_params=/tmp/x.json'], '--blt_params'),
+    ('blt_with_restarts', ['--rounds=100', '--noise_multiplier=1',
+                           '--mechanism=blt', '--restart_rounds=50'],
+     '--restart_rounds'),
+    ('missing_blt_file', ['--rounds=100', '--noise_multiplier=1',
+                          '--mechanism=blt',
+                          '--blt_params=/nonexistent/blt.json'],
+     '--blt_params=/nonexistent/blt.json: Cannot read'),
+    ('blt_buffers', ['--rounds=100', '--noise_multiplier=1',
+                     '--mechanism=blt', '--blt_num_buffers=9'],
+     '--blt_num_buffers'),
+)
+
+
+class BadInputTest(fixtures.BadInputTest):
+  MODULE = 'experiments.privacy_accountant'
+  CASES = _BAD_INPUT
+
+  @parameterized.named_parameters(fixtures.case_parameters(_BAD_INPUT))
+  def test_bad_input_names_the_flag(self, case, expected):
+    self.check_refused(case, expected)
+    stderr = self.results[case].stderr
+    self.assertNotIn('restart_warmup', stderr)   # Not this binary's.
+    self.assertNotRegex(stderr, r'error: --[A-Z]')   # No stray --.
+
+
 class PrivacyAccountantTest(parameterized.TestCase):
 
   def test_json_and_privacy_report_match_library(self):
@@ -46,51 +97,6 @@ class PrivacyAccountantTest(parameterized.TestCase):
     self.assertEqual(report['min_separation'], 4210000 // 6500 - 1)
     self.assertEqual(report['max_participation'],
                      (1900 - 1) // (report['min_separation'] + 1) + 1)
-
-  @parameterized.named_parameters(
-      ('negative_rounds', ['--rounds=-1', '--noise_multiplier=1'], 'rounds'),
-      ('zero_noise', ['--rounds=10', '--noise_multiplier=0'],
-       'noise_multiplier'),
-      ('missing_noise', ['--rounds=10'], 'noise_multiplier'),
-      ('non_integer_count', ['--rounds=10.5', '--noise_multiplier=1'],
-       'rounds'),
-      ('min_sep_too_large', ['--rounds=10', '--noise_multiplier=1',
-                             '--population=1000', '--report_goal=100',
-                             '--min_separation=50'], 'min_separation'),
-      ('bad_restarts', ['--rounds=10', '--noise_multiplier=1',
-                        '--restart_rounds=a,b'], 'restart_rounds'),
-      ('no_z_delta', ['--rounds=10', '--noise_multiplier=7',
-                      '--clipped_count_stddev=1'], 'clipped_count_stddev'),
-      ('partial_secagg', ['--rounds=10', '--noise_multiplier=1',
-                          '--secagg_scale=10'], 'secagg_scale'),
-      ('restart_beyond_rounds', ['--rounds=100', '--noise_multiplier=1',
-                                 '--restart_rounds=500'],
-       '--restart_rounds: a restart'),
-      ('periodic_beyond_rounds', ['--rounds=100', '--noise_multiplier=1',
-                                  '--restart_rounds=periodic:200:10'],
-       "--restart_rounds='periodic:200:10'"),
-      ('negative_min_sep', ['--rounds=100', '--noise_multiplier=1',
-                            '--min_separation=-2'], '--min_separation'),
-      ('blt_file_with_tree', ['--rounds=10', '--noise_multiplier=1',
-                              '--blt_params=/tmp/x.json'], '--blt_params'),
-      ('blt_with_restarts', ['--rounds=100', '--noise_multiplier=1',
-                             '--mechanism=blt', '--restart_rounds=50'],
-       '--restart_rounds'),
-      ('missing_blt_file', ['--rounds=100', '--noise_multiplier=1',
-                            '--mechanism=blt',
-                            '--blt_params=/nonexistent/blt.json'],
-       '--blt_params=/nonexistent/blt.json: Cannot read'),
-      ('blt_buffers', ['--rounds=100', '--noise_multiplier=1',
-                       '--mechanism=blt', '--blt_num_buffers=9'],
-       '--blt_num_buffers'),
-  )
-  def test_bad_input_names_the_flag(self, args, flag):
-    proc = _run('experiments.privacy_accountant', *args)
-    self.assertNotEqual(proc.returncode, 0)
-    self.assertIn(flag, proc.stderr)
-    self.assertNotIn('Traceback', proc.stderr)
-    self.assertNotIn('restart_warmup', proc.stderr)   # Not this binary's.
-    self.assertNotRegex(proc.stderr, r'error: --[A-Z]')   # No stray --.
 
   def test_blt_json_matches_library(self):
     path = os.path.join(tempfile.mkdtemp(), 'blt.json')

@@ -1,12 +1,23 @@
-"""Shared test helpers: a generated database per size, running binaries."""
+"""Shared test helpers: a generated database per size, running binaries.
 
+`python -m tests.fixtures MODULE` is the driver of `run_module_cases`: it
+imports the binary once and runs every argument list it reads (a JSON list
+on stdin) through the binary's own flags and `main`, as `app.run` would.
+"""
+
+import contextlib
 import functools
+import importlib
+import io
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import traceback
+
+from absl.testing import parameterized
 
 from dpftrl_tff import synthetic
 
@@ -34,6 +45,105 @@ def run_module(module: str, *args: str,
                         timeout=timeout)
 
 
+_RESULTS = '=== run_module_cases results ==='
+
+
+def run_module_cases(module: str, cases, timeout: float = 300):
+  """Runs the binary `module` once per argument list in `cases`, all in one
+  process (one TensorFlow import instead of one a case): for checks of what
+  a binary says about bad input. Flags are reset to their defaults between
+  cases. Returns a CompletedProcess-like result per case (returncode,
+  stdout, stderr).
+  """
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  proc = subprocess.run([sys.executable, '-m', 'tests.fixtures', module],
+                        input=json.dumps([list(c) for c in cases]), cwd=ROOT,
+                        env=env, capture_output=True, text=True,
+                        timeout=timeout)
+  if proc.returncode or _RESULTS not in proc.stdout:
+    raise AssertionError(f'the case driver of {module} failed:\n'
+                         f'{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}')
+  results = json.loads(proc.stdout.rsplit(_RESULTS, 1)[1])
+  return [subprocess.CompletedProcess([module, *args], r['returncode'],
+                                      r['stdout'], r['stderr'])
+          for args, r in zip(cases, results)]
+
+
+def _run_case(binary, module: str, args) -> int:
+  """One run of `binary.main` on `args`, as absl's app.run would."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  flags.FLAGS.unparse_flags()
+  try:
+    argv = flags.FLAGS([module, *args])
+  except flags.Error as e:
+    print(f'FATAL Flags parsing error: {e}', file=sys.stderr)
+    return 1
+  try:
+    code = binary.main(argv)
+  except SystemExit as e:
+    code = e.code
+  except Exception:  # pylint: disable=broad-except
+    traceback.print_exc()
+    return 1
+  return 0 if code is None else code
+
+
+def _drive_cases(module: str):
+  binary = importlib.import_module(module)
+  results = []
+  for args in json.load(sys.stdin):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+      code = _run_case(binary, module, args)
+    results.append(dict(returncode=code, stdout=out.getvalue(),
+                        stderr=err.getvalue()))
+  print(_RESULTS + json.dumps(results), flush=True)
+  # Every binary's main stopped its TFF workers; skip the interpreter's
+  # teardown, where TFF's executor factory complains about a gone module.
+  from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
+  runtime.shutdown_workers()
+  sys.stderr.flush()
+  os._exit(0)  # pylint: disable=protected-access
+
+
+def case_parameters(cases):
+  """named_parameters of (name, args, expected) cases: case and expected."""
+  return [dict(testcase_name=name, case=name, expected=expected)
+          for name, _, expected in cases]
+
+
+class BadInputTest(parameterized.TestCase):
+  """Bad-input cases of one binary, run together in one process.
+
+  A subclass sets MODULE, CASES ((name, args, text the error must hold),
+  ...) and RETURNCODE (None: any failure), and may extend `case_args`; its
+  parameterized test (`case_parameters(CASES)`) calls `check_refused`.
+  """
+  MODULE = ''
+  CASES = ()
+  RETURNCODE = None
+
+  @classmethod
+  def case_args(cls, args):
+    return list(args)
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    results = run_module_cases(
+        cls.MODULE, [cls.case_args(args) for _, args, _ in cls.CASES])
+    cls.results = {name: r for (name, _, _), r in zip(cls.CASES, results)}
+
+  def check_refused(self, case, expected):
+    proc = self.results[case]
+    if self.RETURNCODE is None:
+      self.assertNotEqual(proc.returncode, 0, proc.stdout[-2000:])
+    else:
+      self.assertEqual(proc.returncode, self.RETURNCODE, proc.stderr[-2000:])
+    self.assertIn(expected, proc.stderr)
+    self.assertNotIn('Traceback', proc.stderr)
+
+
 _TF_LOG_RE = re.compile(r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] ')
 
 
@@ -49,3 +159,7 @@ def write_jsonl(path: str, objects) -> str:
     for obj in objects:
       f.write(json.dumps(obj) + '\n')
   return path
+
+
+if __name__ == '__main__':
+  _drive_cases(sys.argv[1])

@@ -189,11 +189,12 @@ class BuildTest(absltest.TestCase):
       with self.assertRaisesRegex(ValueError, expected):
         build()
     # The binary turns them into one line (the error, no traceback).
-    for args, expected in (
-        ([f'--git_repo={not_repo}'], 'not a git repository'),
-        ([], 'exactly one of --git_repo and --commits_jsonl')):
-      proc = fixtures.run_module('experiments.build_git_corpus',
-                                 f'--output_dir={tempfile.mkdtemp()}', *args)
+    cases = (([f'--git_repo={not_repo}'], 'not a git repository'),
+             ([], 'exactly one of --git_repo and --commits_jsonl'))
+    procs = fixtures.run_module_cases(
+        'experiments.build_git_corpus',
+        [[f'--output_dir={tempfile.mkdtemp()}', *args] for args, _ in cases])
+    for (args, expected), proc in zip(cases, procs):
       self.assertEqual(proc.returncode, 2, (args, proc.stderr[-2000:]))
       self.assertIn(expected, proc.stderr)
       self.assertNotIn('Traceback', proc.stderr)

@@ -72,27 +72,33 @@ class PlanLaunchTest(parameterized.TestCase):
     self.assertAlmostEqual(rec['zcdp'], report['target_zcdp'], places=9)
     self.assertTrue(rec['meets_target'])
 
-  @parameterized.named_parameters(
-      ('no_population', [], '--population is required'),
-      ('negative_population', ['--population=-5'], '--population must be'),
-      ('report_goal_above_population', ['--population=100',
-                                        '--report_goals=200'],
-       '--report_goals'),
-      ('zero_timer', ['--population=1000', '--timer_hours=0'],
-       '--timer_hours'),
-      ('timer_shorter_than_round', ['--population=1000',
-                                    '--report_goals=10',
-                                    '--timer_hours=0.01'],
-       'shorter than one round'),
-      ('both_targets', ['--population=1000', '--report_goals=10',
-                        '--target_zcdp=1', '--target_epsilon=2'],
-       'not both'),
-  )
-  def test_bad_input_is_refused_clearly(self, args, message):
-    proc = _run(*args)
-    self.assertEqual(proc.returncode, 2)
-    self.assertIn(message, proc.stderr)
-    self.assertNotIn('Traceback', proc.stderr)
+
+_BAD_INPUT = (
+    ('no_population', [], '--population is required'),
+    ('negative_population', ['--population=-5'], '--population must be'),
+    ('report_goal_above_population', ['--population=100',
+                                      '--report_goals=200'],
+     '--report_goals'),
+    ('zero_timer', ['--population=1000', '--timer_hours=0'],
+     '--timer_hours'),
+    ('timer_shorter_than_round', ['--population=1000',
+                                  '--report_goals=10',
+                                  '--timer_hours=0.01'],
+     'shorter than one round'),
+    ('both_targets', ['--population=1000', '--report_goals=10',
+                      '--target_zcdp=1', '--target_epsilon=2'],
+     'not both'),
+)
+
+
+class BadInputTest(fixtures.BadInputTest):
+  MODULE = 'experiments.plan_launch'
+  CASES = _BAD_INPUT
+  RETURNCODE = 2
+
+  @parameterized.named_parameters(fixtures.case_parameters(_BAD_INPUT))
+  def test_bad_input_is_refused_clearly(self, case, expected):
+    self.check_refused(case, expected)
 
 
 class ConversionTest(absltest.TestCase):

@@ -293,10 +293,12 @@ class ServeWorkerTest(absltest.TestCase):
     self.assertFalse(runtime._alive(pid))  # pylint: disable=protected-access
 
   def test_bad_flags_are_one_line(self):
-    for args, text in ((['--port=70000'], '--port must be an integer <= '),
-                       ([], '--port is required'),
-                       (['--port=8000', '--cpus=x'], '--cpus=x')):
-      proc = fixtures.run_module('experiments.serve_worker', *args)
+    cases = ((['--port=70000'], '--port must be an integer <= '),
+             ([], '--port is required'),
+             (['--port=8000', '--cpus=x'], '--cpus=x'))
+    procs = fixtures.run_module_cases('experiments.serve_worker',
+                                      [args for args, _ in cases])
+    for (_, text), proc in zip(cases, procs):
       self.assertEqual(proc.returncode, 2, proc.stderr)
       self.assertIn(text, proc.stderr)
       self.assertNotIn('Traceback', proc.stderr)

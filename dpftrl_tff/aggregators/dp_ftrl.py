@@ -24,7 +24,6 @@ import math
 import secrets
 from typing import Optional
 
-from absl import logging
 import tensorflow_federated as tff
 import tensorflow_privacy as tfp
 
@@ -56,14 +55,12 @@ def resolve_noise_seed(noise_seed: Optional[int]) -> int:
   microseconds, which an observer of the run could guess. The seed becomes
   part of the aggregator state, so checkpoints carry it and a resumed run
   continues the same noise sequence; it is never written elsewhere. A given
-  seed makes the noise predictable (no privacy) and logs a warning.
+  seed makes the noise predictable (no privacy): it was checked, and the
+  user warned once, where it entered (`--noise_seed`, the binaries).
   """
   if noise_seed is None:
     return secrets.randbits(62)
-  noise_seed = checks.check_int(noise_seed, '--noise_seed', minimum=0)
-  logging.warning(
-      '--noise_seed=%d fixes the DP noise: the noise is predictable, so the '
-      'run gives no privacy. Use only for tests and debugging.', noise_seed)
+  assert isinstance(noise_seed, int) and noise_seed >= 0, noise_seed
   return noise_seed
 
 
