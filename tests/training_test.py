@@ -341,8 +341,10 @@ class BadInputTest(fixtures.BadInputTest):
 class BinaryTest(parameterized.TestCase):
 
   def test_runs_and_prints_accuracy_and_privacy(self):
-    proc = _run_binary(*_tiny_flags(tempfile.mkdtemp()))
+    proc = _run_binary(*_tiny_flags(tempfile.mkdtemp()), '--noise_seed=5')
     self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    # A fixed noise seed is warned about, once.
+    self.assertEqual(proc.stderr.count('fixes the DP noise'), 1, proc.stderr)
     self.assertIn('Final eval in-vocab accuracy', proc.stdout)
     self.assertIn('rho-zCDP', proc.stdout)
     self.assertIn('ETA', proc.stdout)
