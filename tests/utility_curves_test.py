@@ -37,6 +37,9 @@ class ReproduceUtilityCurvesTest(absltest.TestCase):
     self.assertIn('pretraining (6 steps) reduces the rounds', proc.stdout)
 
 
+class ReproduceUtilityCurvesGitTest(absltest.TestCase):
+  # A class of its own: it runs beside the generated-data test.
+
   def test_quick_mode_on_a_git_corpus(self):
     folder = tempfile.mkdtemp()
     commits = fixtures.write_jsonl(os.path.join(folder, 'commits.jsonl'), [
