@@ -482,7 +482,8 @@ class HopelessCountsTest(parameterized.TestCase):
     for floor, first in ((14, 2), (15, 3), (16, 3), (17, 4), (18, 4),
                          (19, 6), (20, 6)):
       with self.subTest(floor=floor):
-        kept = tree._drop_hopeless_counts(table, ceiling, floor)  # pylint: disable=protected-access
+        room = ceiling[6 - tree._table_counts(table)]  # pylint: disable=protected-access
+        kept = tree._drop_hopeless_counts(table, room, floor)  # pylint: disable=protected-access
         self.assertEqual(kept.first, first)
         np.testing.assert_array_equal(kept.values, values[first - 2:])
 
@@ -500,7 +501,7 @@ class HopelessCountsTest(parameterized.TestCase):
         rest = segments[done:]
         restarts = list(itertools.accumulate(rest[:-1]))
         fits = tree.max_possible_participation(sum(rest), min_sep)
-        ceiling = ceilings.after(done, fits + 2)
+        ceiling = ceilings.after(done, np.arange(fits + 3))
         for budget in range(1, fits + 3):
           # The later trees alone, entered afresh: at least any completion.
           best = tree.brute_force_sensitivity_squared(

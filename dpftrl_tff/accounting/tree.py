@@ -1069,8 +1069,8 @@ def max_sensitivity_squared(total_rounds: int, max_participation: int,
     for k, length in enumerate(segments):
       table = program.append_tree(table, length)
       if k + 1 < len(segments):
-        table = _drop_hopeless_counts(table, ceilings.after(k + 1, cap),
-                                      floor)
+        room = ceilings.after(k + 1, cap - _table_counts(table))
+        table = _drop_hopeless_counts(table, room, floor)
     # The counts from 1 on (dropped counts are at least 1).
     return int(table.values[1 - min(table.first, 1):, -1].max())
   # states: (participations so far, entry offset of the next tree) -> value.
@@ -1148,22 +1148,26 @@ class _RemainingCeilings:
       best = program.append_tree(empty, length).values[:, -1]
       self.hulls[length] = _concave_slopes(best[best >= 0])
 
-  def after(self, done: int, cap: int) -> np.ndarray:
-    """ceiling[b] (int64) for budgets b = 0..cap, the trees from index
-    `done` on."""
-    rises, runs = [], []
-    for length, trees in collections.Counter(self.segments[done:]).items():
+  def after(self, done: int, budgets: np.ndarray) -> np.ndarray:
+    """The ceilings (int64) at the given budgets (participations left), the
+    trees from index `done` on."""
+    rises, runs, trees = [], [], []
+    for length, count in collections.Counter(self.segments[done:]).items():
       hull_rises, hull_runs = self.hulls[length]
-      rises.append(hull_rises * trees)   # the slopes stay those of the hull
-      runs.append(hull_runs * trees)
+      rises.append(hull_rises)
+      runs.append(hull_runs)
+      trees.append(np.full(hull_rises.size, count, np.int64))
     rises, runs = np.concatenate(rises), np.concatenate(runs)
+    budgets = np.asarray(budgets, np.int64)
     if not rises.size:
-      return np.zeros(cap + 1, np.int64)
+      return np.zeros(budgets.shape, np.int64)
+    # A hull segment of `count` trees is `count` segments of its slope.
     order = _decreasing_slopes(rises, runs)
-    rises, runs = rises[order], runs[order]
+    trees = np.concatenate(trees)[order]
+    rises, runs = rises[order] * trees, runs[order] * trees
     ends = np.concatenate(([0], np.cumsum(runs)))
     values = np.concatenate(([0], np.cumsum(rises)))
-    budgets = np.minimum(np.arange(cap + 1), ends[-1])
+    budgets = np.minimum(budgets, ends[-1])
     segment = np.clip(np.searchsorted(ends, budgets, side='right') - 1, 0,
                       rises.size - 1)
     part = budgets - ends[segment]
@@ -1210,13 +1214,19 @@ def _concave_slopes(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
   return rises[keep], runs[keep]
 
 
+def _table_counts(table: _DenseTable) -> np.ndarray:
+  """The participation count of each row of `table`."""
+  return table.first + np.arange(table.values.shape[0])
+
+
 def _drop_hopeless_counts(table: _DenseTable, ceiling: np.ndarray,
                           floor: int) -> _DenseTable:
   """The states without the lowest counts from which no pattern reaches
   `floor`.
 
-  A count i whose best value so far plus the most the later trees can add
-  with the budget left, ceiling[cap - i], stays below `floor` (the value
+  A count i (row of `table`) whose best value so far plus the most the
+  later trees can add with the budget left, ceiling[row] (for budget
+  cap - i, `_RemainingCeilings.after`), stays below `floor` (the value
   of a feasible pattern, at most the worst case) is on no worst-case
   pattern: the maximum over the patterns through the other counts is the
   same. The lowest counts up to the first that is not hopeless are
@@ -1226,9 +1236,7 @@ def _drop_hopeless_counts(table: _DenseTable, ceiling: np.ndarray,
   is exact.
   """
   best = table.values[:, -1]   # cumulative: the best over the exits
-  cap = ceiling.size - 1
-  counts = table.first + np.arange(best.size)
-  hopeless = best + ceiling[cap - counts] < floor
+  hopeless = best + ceiling < floor
   prefix = int(np.argmin(hopeless))   # the first count not hopeless
   if not hopeless[prefix]:
     if not prefix:
