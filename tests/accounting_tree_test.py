@@ -1,5 +1,6 @@
 """Tests of the fast exact tree accountant against TFP and brute force."""
 
+import dataclasses
 import fractions
 import itertools
 import random
@@ -12,6 +13,14 @@ from tensorflow_privacy.privacy.analysis import tree_aggregation_accountant as t
 from tensorflow_privacy.privacy.dp_query import restart_query
 
 from dpftrl_tff.accounting import tree
+from dpftrl_tff.accounting import tree_dense
+from dpftrl_tff.accounting import tree_restarts
+
+
+def _tuned(**changes):
+  """The dense engine with other speed settings (same values, other paths)."""
+  return mock.patch.object(tree_dense, 'TUNING',
+                           dataclasses.replace(tree_dense.TUNING, **changes))
 
 
 class BruteForceTest(parameterized.TestCase):
@@ -94,11 +103,8 @@ class BruteForceTest(parameterized.TestCase):
     # tables), on trees small enough to enumerate, with and without
     # restarts.
     rng = random.Random(13)
-    with mock.patch.object(tree, '_DENSE_MIN_CAP', 0), \
-         mock.patch.object(tree, '_COMPACT_MIN_COLUMNS', 0), \
-         mock.patch.object(tree, '_FEW_PAIRS', 0), \
-         mock.patch.object(tree, '_BATCH', 2), \
-         mock.patch.object(tree, '_EVERY_PAIR_WORK', 0):
+    with _tuned(dense_min_cap=0, compact_min_columns=0, few_pairs=0,
+                batch=2, every_pair_work=0):
       tree._block_tree.cache_clear()  # pylint: disable=protected-access
       try:
         for rounds, min_sep, max_p in itertools.product(
@@ -145,11 +151,11 @@ class BruteForceTest(parameterized.TestCase):
 
 def _random_cumulative(rng, rows, gap, lasts, values):
   """A table cumulative along offsets, column t finite on [0, lasts[t]]."""
-  table = np.full((rows, gap), tree._INFEASIBLE, np.int64)  # pylint: disable=protected-access
+  table = np.full((rows, gap), tree_dense.INFEASIBLE, np.int64)  # pylint: disable=protected-access
   for t in range(gap):
     table[:lasts[t] + 1, t] = values(lasts[t] + 1)
   table = np.maximum.accumulate(table, axis=1)
-  table[table < 0] = tree._INFEASIBLE  # pylint: disable=protected-access
+  table[table < 0] = tree_dense.INFEASIBLE  # pylint: disable=protected-access
   return table
 
 
@@ -213,10 +219,10 @@ class MergeDenseTest(parameterized.TestCase):
         # offsets): the merge then falls back to every pair.
         if left_rows > 1:   # (no participation, row 0, stays possible)
           left[rng.randrange(1, left_rows), :rng.randint(1, gap)] = (
-              tree._INFEASIBLE)  # pylint: disable=protected-access
+              tree_dense.INFEASIBLE)  # pylint: disable=protected-access
         hole = rng.randrange(right_rows), rng.randint(1, gap)
         for base in bases:
-          base[hole[0], :hole[1]] = tree._INFEASIBLE  # pylint: disable=protected-access
+          base[hole[0], :hole[1]] = tree_dense.INFEASIBLE  # pylint: disable=protected-access
       if kind == 'compact':
         # Runs of equal columns, which compact tables leave out.
         for table in [left] + bases:
@@ -226,20 +232,17 @@ class MergeDenseTest(parameterized.TestCase):
       # Entering later allows less: R_s = max of the bases s' >= s.
       rights = [np.maximum.reduce(bases[s:]) for s in range(gap)]
       is_node = rng.random() < 0.5
-      with mock.patch.object(tree, '_COMPACT_MIN_COLUMNS',
-                             0 if kind == 'compact' else 10**9), \
-           mock.patch.object(tree, '_FEW_PAIRS', rng.choice([0, 10**9])), \
-           mock.patch.object(tree, '_EVERY_PAIR_WORK',
-                             rng.choice([0, 0, 0, 10**9])), \
-           mock.patch.object(tree, '_GROUP_TEST_WORK',
-                             rng.choice([0, 10**9])), \
-           mock.patch.object(tree, '_FLOOR_GROUPS', rng.choice([1, 2, 8])):
-        tables = [tree._compact(t, np.arange(gap))  # pylint: disable=protected-access
+      with _tuned(compact_min_columns=0 if kind == 'compact' else 10**9,
+                  few_pairs=rng.choice([0, 10**9]),
+                  every_pair_work=rng.choice([0, 0, 0, 10**9]),
+                  group_test_work=rng.choice([0, 10**9]),
+                  floor_groups=rng.choice([1, 2, 8])):
+        tables = [tree_dense.compact(t, np.arange(gap))  # pylint: disable=protected-access
                   for t in [left] + rights]
         dropped += gap * len(tables) - sum(t.exits.size for t in tables)
-        merged = tree._merge_dense(  # pylint: disable=protected-access
+        merged = tree_dense.merge_dense(  # pylint: disable=protected-access
             tables[0], lambda s: tables[1 + s], cap, is_node)
-        merged = tree._Expanded(merged, np.arange(gap))[:]  # pylint: disable=protected-access
+        merged = tree_dense._Expanded(merged, np.arange(gap))[:]  # pylint: disable=protected-access
       expected = _naive_merge(left, rights, cap, is_node)
       # The merge drops the counts above the last feasible one.
       feasible = np.flatnonzero(expected.max(axis=1) >= 0)
@@ -253,10 +256,10 @@ class MergeDenseTest(parameterized.TestCase):
 
 
   def test_expanded_rows(self):
-    inf = tree._INFEASIBLE  # pylint: disable=protected-access
-    table = tree._DenseTable(  # pylint: disable=protected-access
+    inf = tree_dense.INFEASIBLE  # pylint: disable=protected-access
+    table = tree_dense.DenseTable(  # pylint: disable=protected-access
         np.array([[0, 0], [3, 5], [inf, 9]]), exits=[2, 5])
-    seen = tree._Expanded(table, np.array([0, 2, 3, 5, 7]))  # pylint: disable=protected-access
+    seen = tree_dense._Expanded(table, np.array([0, 2, 3, 5, 7]))  # pylint: disable=protected-access
     np.testing.assert_array_equal(
         seen[:], [[inf, 0, 0, 0, 0], [inf, 3, 3, 5, 5], [inf, inf, inf, 9, 9]])
     np.testing.assert_array_equal(seen[np.array([2, 1])],
@@ -282,8 +285,8 @@ class SearchSortedEachTest(parameterized.TestCase):
   )
   def test_equals_each_search(self, kind, side, scale):
     rng = np.random.default_rng([len(kind), len(side), scale % 7])
-    above = tree._NO_RISE_ABOVE  # pylint: disable=protected-access
-    below = tree._NO_RISE_BELOW  # pylint: disable=protected-access
+    above = tree_dense._NO_RISE_ABOVE  # pylint: disable=protected-access
+    below = tree_dense._NO_RISE_BELOW  # pylint: disable=protected-access
     for _ in range(30):
       count = int(rng.integers(1, 8))
       sizes = ([int(rng.integers(0, 12))] * count if kind == 'rows' else
@@ -301,7 +304,7 @@ class SearchSortedEachTest(parameterized.TestCase):
                   for o, q in zip(owners, queries)]
       given = (np.array(arrays, np.int64).reshape(count, sizes[0])
                if kind == 'rows' else arrays)
-      got = tree._searchsorted_each(  # pylint: disable=protected-access
+      got = tree_dense._searchsorted_each(  # pylint: disable=protected-access
           given, owners, queries, side=side)
       np.testing.assert_array_equal(got, expected)
 
@@ -322,8 +325,8 @@ class UsefulPairsTest(parameterized.TestCase):
   )
   def test_equals_every_pair(self, few_pairs, batch, shape, slope):
     rng = np.random.default_rng([few_pairs % 97, batch, len(shape), slope])
-    chunk = tree._CHUNKS[0]  # pylint: disable=protected-access
-    infeasible = tree._INFEASIBLE  # pylint: disable=protected-access
+    chunk = tree_dense.TUNING.chunks[0]  # pylint: disable=protected-access
+    infeasible = tree_dense.INFEASIBLE  # pylint: disable=protected-access
     found = 0
     for _ in range(40):
       segments = int(rng.integers(1, 30))
@@ -355,9 +358,8 @@ class UsefulPairsTest(parameterized.TestCase):
                   for k in range(firsts[q], stops[q])
                   if anchor_values[q] + partner[offsets[q] + k] >
                   floor[bases[q] + k]}
-      with mock.patch.object(tree, '_FEW_PAIRS', few_pairs), \
-           mock.patch.object(tree, '_BATCH', batch):
-        got = tree._useful_pairs(  # pylint: disable=protected-access
+      with _tuned(few_pairs=few_pairs, batch=batch):
+        got = tree_dense._useful_pairs(  # pylint: disable=protected-access
             bases, firsts, stops, anchor_values, offsets, partner, floor,
             {}, slope)
       self.assertEqual(set(zip(got[0].tolist(), got[1].tolist())), expected)
@@ -368,12 +370,12 @@ class UsefulPairsTest(parameterized.TestCase):
   def test_chunk_summaries(self):
     # The maxima and minima the chunks are tested with, by loops.
     rng = np.random.default_rng(5)
-    infeasible = tree._INFEASIBLE  # pylint: disable=protected-access
+    infeasible = tree_dense.INFEASIBLE  # pylint: disable=protected-access
     values = np.cumsum(rng.integers(-4, 9, 300))
     values[rng.random(300) < 0.1] = infeasible
-    minima = tree._window_minima(values)  # pylint: disable=protected-access
-    maxima = tree._block_maxima(values)  # pylint: disable=protected-access
-    for width in tree._CHUNKS:  # pylint: disable=protected-access
+    minima = tree_dense._window_minima(values)  # pylint: disable=protected-access
+    maxima = tree_dense._block_maxima(values)  # pylint: disable=protected-access
+    for width in tree_dense.TUNING.chunks:  # pylint: disable=protected-access
       for n in range(values.size):
         window = values[n:n + width]
         self.assertEqual(minima[width][n], window.min())
@@ -402,7 +404,7 @@ class HopelessCountsTest(parameterized.TestCase):
         start += length
       with self.subTest(segments=segments, gap=gap, count=count):
         self.assertEqual(
-            tree._packed_value(segments, gap, count),  # pylint: disable=protected-access
+            tree_restarts.packed_value(segments, gap, count),  # pylint: disable=protected-access
             expected)
 
   def test_concave_slopes_give_the_least_concave_majorant(self):
@@ -410,7 +412,7 @@ class HopelessCountsTest(parameterized.TestCase):
     for _ in range(200):
       values = np.concatenate(
           ([0], np.cumsum(rng.integers(0, 30, rng.integers(1, 25)))))
-      rises, runs = tree._concave_slopes(values)  # pylint: disable=protected-access
+      rises, runs = tree_restarts._concave_slopes(values)  # pylint: disable=protected-access
       self.assertEqual(rises.dtype, np.int64)
       slopes = [fractions.Fraction(int(a), int(b))
                 for a, b in zip(rises, runs)]
@@ -432,9 +434,9 @@ class HopelessCountsTest(parameterized.TestCase):
     big = 10**12
     rises = np.array([big, big + 1, 3, big - 1], np.int64)
     runs = np.array([10**5 + 1, 10**5 + 1, 1, 10**5 + 1], np.int64)
-    order = tree._decreasing_slopes(rises, runs)  # pylint: disable=protected-access
+    order = tree_restarts._decreasing_slopes(rises, runs)  # pylint: disable=protected-access
     self.assertEqual(list(order), [1, 0, 3, 2])
-    order = tree._decreasing_slopes(np.array([3, 5, 4]), np.array([2, 3, 2]))  # pylint: disable=protected-access
+    order = tree_restarts._decreasing_slopes(np.array([3, 5, 4]), np.array([2, 3, 2]))  # pylint: disable=protected-access
     self.assertEqual(list(order), [2, 1, 0])   # 2 > 5/3 > 3/2
 
   def test_tightest_floor_keeps_the_worst_case(self):
@@ -442,7 +444,7 @@ class HopelessCountsTest(parameterized.TestCase):
     # gives): counts are dropped only when they cannot reach it.
     rng = random.Random(9)
     dropped = 0
-    original = tree._drop_hopeless_counts  # pylint: disable=protected-access
+    original = tree_restarts.drop_hopeless_counts  # pylint: disable=protected-access
 
     def counting(table, ceiling, floor):
       nonlocal dropped
@@ -460,9 +462,9 @@ class HopelessCountsTest(parameterized.TestCase):
       worst = tree.brute_force_sensitivity_squared(rounds, max_p, min_sep,
                                                    restarts)
       tree._block_tree.cache_clear()  # pylint: disable=protected-access
-      with mock.patch.object(tree, '_DENSE_MIN_CAP', 0), \
-           mock.patch.object(tree, '_packed_value', lambda *_: worst), \
-           mock.patch.object(tree, '_drop_hopeless_counts', counting):
+      with _tuned(dense_min_cap=0), \
+           mock.patch.object(tree_restarts, 'packed_value', lambda *_: worst), \
+           mock.patch.object(tree_restarts, 'drop_hopeless_counts', counting):
         got = tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts)
       tree._block_tree.cache_clear()  # pylint: disable=protected-access
       with self.subTest(rounds=rounds, min_sep=min_sep, max_p=max_p,
@@ -471,9 +473,9 @@ class HopelessCountsTest(parameterized.TestCase):
     self.assertGreater(dropped, 100)
 
   def test_drops_only_the_hopeless_lowest_counts(self):
-    inf = tree._INFEASIBLE  # pylint: disable=protected-access
+    inf = tree_dense.INFEASIBLE  # pylint: disable=protected-access
     values = np.array([[0, 0], [3, 4], [inf, 9], [10, 12], [inf, 20]])
-    table = tree._DenseTable(values, [0, 1], first=2)  # pylint: disable=protected-access
+    table = tree_dense.DenseTable(values, [0, 1], first=2)  # pylint: disable=protected-access
     # Budgets 0..6 (cap 6): counts 2..6 have cap - n = 4..0 left.
     ceiling = np.array([0, 5, 9, 12, 14, 15, 16])
     # best + ceiling: 14, 16, 18, 17, 20; hopeless below floor (exact
@@ -482,8 +484,8 @@ class HopelessCountsTest(parameterized.TestCase):
     for floor, first in ((14, 2), (15, 3), (16, 3), (17, 4), (18, 4),
                          (19, 6), (20, 6)):
       with self.subTest(floor=floor):
-        room = ceiling[6 - tree._table_counts(table)]  # pylint: disable=protected-access
-        kept = tree._drop_hopeless_counts(table, room, floor)  # pylint: disable=protected-access
+        room = ceiling[6 - tree_restarts.table_counts(table)]  # pylint: disable=protected-access
+        kept = tree_restarts.drop_hopeless_counts(table, room, floor)  # pylint: disable=protected-access
         self.assertEqual(kept.first, first)
         np.testing.assert_array_equal(kept.values, values[first - 2:])
 
@@ -496,7 +498,7 @@ class HopelessCountsTest(parameterized.TestCase):
       segments = ([rng.randint(2, 7) for _ in range(rng.randint(2, 3))]
                   if mixed else [rng.randint(2, 7)] * rng.randint(2, 3))
       program = tree._BlockTree(min_sep, 64)  # pylint: disable=protected-access
-      ceilings = tree._RemainingCeilings(program, segments)  # pylint: disable=protected-access
+      ceilings = tree_restarts.RemainingCeilings(program, segments)  # pylint: disable=protected-access
       for done in range(1, len(segments)):
         rest = segments[done:]
         restarts = list(itertools.accumulate(rest[:-1]))
