@@ -29,9 +29,8 @@ def _run_one(model):
   started = time.monotonic()
   sim = participation.simulate(
       population=_POPULATION.value, rounds=_ROUNDS.value,
-      report_goal=_REPORT_GOAL.value, model=model, timer_hours=48.0, seed=0,
-      round_minutes=5.0, daily_active_fraction=0.5, availability_hours=8.0,
-      shortfall='wait')
+      report_goal=_REPORT_GOAL.value, model=model, seed=0,
+      timer=participation.TimerSettings(timer_hours=48.0))
   seconds = time.monotonic() - started
   peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
   return dict(model=model, seconds=seconds, peak_memory_mb=peak_mb,

@@ -12,17 +12,23 @@ import dataclasses
 import math
 from typing import Any, Dict, Optional, Sequence
 
+from absl import flags
 import numpy as np
 
 from dpftrl_tff import checks
+from dpftrl_tff import participation as participation_lib
+from dpftrl_tff import settings
+from dpftrl_tff.accounting import blt_optimizer
+from dpftrl_tff.aggregators import registry
+from dpftrl_tff.remote import workers
 
 
-def _field(default, help_text: str, *, resumable: bool = False,
-           flag_type=None):
-  """A config field with its help text (and whether resume may change it)."""
-  return dataclasses.field(
-      default=default, metadata=dict(help=help_text, resumable=resumable,
-                                     flag_type=flag_type))
+_field = settings.setting
+
+
+def _timer(name: str):
+  """A timer setting, declared in participation.TimerSettings."""
+  return settings.same_setting(participation_lib.TimerSettings, name)
 
 
 @dataclasses.dataclass
@@ -118,26 +124,15 @@ class TrainConfig:
   min_sep_groups: Optional[int] = _field(
       None, 'min_sep_groups: the number of groups b; unset: the largest, '
       'floor(clients / clients_per_round).')
-  timer_hours: float = _field(
-      24.0, 'timer: a client is ineligible this long after taking part.')
-  round_minutes: float = _field(
-      5.0, 'timer: simulated wall time of one round (rounds per day are an '
-      'outcome).')
-  daily_active_fraction: float = _field(
-      0.5, 'timer: share of the devices that check in on a given day.')
-  availability_hours: float = _field(
-      8.0, 'timer: length of a device\'s daily availability window.')
-  window_start_hour: float = _field(
-      22.0, 'timer: mean local hour at which availability windows open '
-      '(phones charging on Wi-Fi at night).')
-  window_spread_hours: float = _field(
-      2.0, 'timer: standard deviation of the windows\' opening hour.')
-  shortfall: str = _field(
-      'wait', 'timer: a round with fewer eligible devices than the report '
-      'goal waits (simulated time passes, at most --max_wait_hours) or '
-      'runs short (run_short).', flag_type='enum')
-  max_wait_hours: float = _field(
-      24.0, 'timer: longest wait for a full round before running short.')
+  # The timer model's settings, declared in participation.TimerSettings.
+  timer_hours: float = _timer('timer_hours')
+  round_minutes: float = _timer('round_minutes')
+  daily_active_fraction: float = _timer('daily_active_fraction')
+  availability_hours: float = _timer('availability_hours')
+  window_start_hour: float = _timer('window_start_hour')
+  window_spread_hours: float = _timer('window_spread_hours')
+  shortfall: str = _timer('shortfall')
+  max_wait_hours: float = _timer('max_wait_hours')
   # Where rounds run (dpftrl_tff.remote): no part of the run's identity.
   workers: Optional[str] = _field(
       None, 'Run each round\'s cohort across these TFF workers, '
@@ -195,7 +190,6 @@ class TrainConfig:
 
   def validate(self, num_train_clients: Optional[int] = None):
     """Raises ValueError naming the flag for any bad value."""
-    from dpftrl_tff.aggregators import registry  # pylint: disable=g-import-not-at-top
     checks.check_int(self.total_rounds, '--total_rounds', minimum=1)
     checks.check_int(self.clients_per_round, '--clients_per_round', minimum=1)
     if num_train_clients is not None and (self.clients_per_round >
@@ -220,10 +214,9 @@ class TrainConfig:
     if self.seed is not None:
       checks.check_int(self.seed, '--seed', minimum=0)
     registry.get(self.aggregator).validate(self)
-    from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
-    if self.participation not in participation.MODELS:
+    if self.participation not in participation_lib.MODELS:
       raise ValueError(f'--participation={self.participation!r} is unknown; '
-                       f'allowed: {", ".join(participation.MODELS)}.')
+                       f'allowed: {", ".join(participation_lib.MODELS)}.')
     if self.min_sep_groups is not None:
       checks.check_int(self.min_sep_groups, '--min_sep_groups', minimum=1)
     if self.participation == 'timer':
@@ -236,7 +229,6 @@ class TrainConfig:
                        minimum=self.launch_report_goal)
     if self.launch_rounds is not None:
       checks.check_int(self.launch_rounds, '--launch_rounds', minimum=1)
-    from dpftrl_tff.remote import workers  # pylint: disable=g-import-not-at-top
     workers.parse_workers(self.workers)
     checks.check_int(self.subrounds, '--subrounds', minimum=0)
     if self.subrounds and not self.workers:
@@ -247,20 +239,12 @@ class TrainConfig:
                        f'unknown; allowed: '
                        f'{", ".join(workers.FAILURE_POLICIES)}.')
 
-  def timer_settings(self):
-    from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
-    return participation.TimerSettings(
-        timer_hours=self.timer_hours, round_minutes=self.round_minutes,
-        daily_active_fraction=self.daily_active_fraction,
-        availability_hours=self.availability_hours,
-        window_start_hour=self.window_start_hour,
-        window_spread_hours=self.window_spread_hours,
-        shortfall=self.shortfall, max_wait_hours=self.max_wait_hours)
+  def timer_settings(self) -> participation_lib.TimerSettings:
+    return settings.values_of(participation_lib.TimerSettings, self)
 
   def build_sampler(self, num_clients: int):
     """The participation sampler of this run (over client indices)."""
-    from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
-    return participation.build_sampler(
+    return participation_lib.build_sampler(
         self.participation, num_clients=num_clients,
         report_goal=self.clients_per_round, seed=self.seed,
         min_sep_groups=self.min_sep_groups, timer=self.timer_settings())
@@ -282,14 +266,9 @@ def resumable_fields():
 
 def default_enum_values() -> Dict[str, Any]:
   """Allowed values of TrainConfig's enum fields, from their modules."""
-  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff import participation
-  from dpftrl_tff.accounting import blt_optimizer
-  from dpftrl_tff.aggregators import registry
-  from dpftrl_tff.remote import workers
-  # pylint: enable=g-import-not-at-top
-  return dict(aggregator=registry.names(), participation=participation.MODELS,
-              shortfall=participation.SHORTFALL_POLICIES,
+  return dict(aggregator=registry.names(),
+              participation=participation_lib.MODELS,
+              shortfall=participation_lib.SHORTFALL_POLICIES,
               blt_error=blt_optimizer.ERRORS,
               on_worker_failure=workers.FAILURE_POLICIES)
 
@@ -307,7 +286,6 @@ def define_flags(flag_values=None, config_class=TrainConfig, *,
     only: define flags for these fields only (the others keep their
       defaults in `from_flags`).
   """
-  from absl import flags  # pylint: disable=g-import-not-at-top
   flag_values = flags.FLAGS if flag_values is None else flag_values
   if enum_values is None:
     enum_values = default_enum_values()
@@ -348,6 +326,7 @@ def estimate_memory_bytes(config: TrainConfig) -> int:
   DP-FTRL, one tree node per level (log2 T + 2); plus the logits of a
   training batch (forward and backward) and of an evaluation batch.
   """
+  # TensorFlow (through models) only when a binary estimates memory.
   from dpftrl_tff import models  # pylint: disable=g-import-not-at-top
   params = models.count_parameters(
       config.vocab_size, latent_size=config.latent_size,

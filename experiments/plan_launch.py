@@ -27,6 +27,7 @@ MinS counts the rounds strictly between two participations (TF Privacy's
 convention); the population caps it at floor(population / m) - 1.
 """
 
+import dataclasses
 import sys
 import time
 
@@ -35,6 +36,7 @@ from absl import flags
 import numpy as np
 
 from dpftrl_tff import accounting
+from dpftrl_tff import config as config_lib
 from dpftrl_tff import strict_json
 from dpftrl_tff import participation
 from dpftrl_tff import progress as progress_lib
@@ -57,18 +59,11 @@ _MODEL = flags.DEFINE_enum('participation', 'timer', participation.MODELS,
 _TIMERS = flags.DEFINE_list(
     'timer_hours', ['24'],
     'Timer period(s) in hours (timer model); several form the grid.')
-_ROUND_MINUTES = flags.DEFINE_float(
-    'round_minutes', participation.TimerSettings.round_minutes,
-    'Simulated wall time of one round.')
-_ACTIVE = flags.DEFINE_float(
-    'daily_active_fraction', participation.TimerSettings.daily_active_fraction,
-    'Share of the devices that check in on a given day.')
-_WINDOW = flags.DEFINE_float(
-    'availability_hours', participation.TimerSettings.availability_hours,
-    'Length of a device\'s daily availability window.')
-_SHORTFALL = flags.DEFINE_enum(
-    'shortfall', 'wait', participation.SHORTFALL_POLICIES,
-    'A round short of eligible devices waits, or runs short.')
+# The timer model's other settings, declared once (TimerSettings).
+_TIMER = config_lib.define_flags(
+    config_class=participation.TimerSettings,
+    only=[field.name for field in dataclasses.fields(
+        participation.TimerSettings) if field.name != 'timer_hours'])
 _SEED = flags.DEFINE_integer('seed', 0, 'Seed of the simulation.')
 _DELTA = flags.DEFINE_float('delta', accounting.DEFAULT_DELTA,
                             'delta of (epsilon, delta).')
@@ -174,16 +169,14 @@ def plan():
                        f'{_POPULATION.value}.')
     z = _NOISE.value * m / _REFERENCE.value
     for hours in timers:
-      sim = participation.simulate(population=_POPULATION.value, rounds=_ROUNDS.value,
-                     report_goal=m, model=_MODEL.value, timer_hours=hours,
-                     seed=_SEED.value, round_minutes=_ROUND_MINUTES.value,
-                     daily_active_fraction=_ACTIVE.value,
-                     availability_hours=_WINDOW.value,
-                     shortfall=_SHORTFALL.value,
-                     progress=_SimulationProgress(
-                         f'Simulating report goal {m}' + (
-                             f', timer {hours:g} h'
-                             if _MODEL.value == 'timer' else '')))
+      timer = config_lib.from_flags(_TIMER, participation.TimerSettings)
+      sim = participation.simulate(
+          population=_POPULATION.value, rounds=_ROUNDS.value, report_goal=m,
+          model=_MODEL.value, seed=_SEED.value,
+          timer=dataclasses.replace(timer, timer_hours=hours),
+          progress=_SimulationProgress(
+              f'Simulating report goal {m}' + (
+                  f', timer {hours:g} h' if _MODEL.value == 'timer' else '')))
       sim.update(privacy(sim, z, _DELTA.value))
       if target is not None:
         sim['meets_target'] = sim['zcdp'] <= target

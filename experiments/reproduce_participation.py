@@ -58,9 +58,9 @@ def _simulate(population, rounds, timer_hours, round_minutes=5.0):
   scale = _SCALE.value
   return participation.simulate(
       population=int(population) // scale, rounds=rounds,
-      report_goal=REPORT_GOAL // scale, model='timer',
-      timer_hours=timer_hours, seed=_SEED.value, round_minutes=round_minutes,
-      daily_active_fraction=0.5, availability_hours=8.0, shortfall='wait')
+      report_goal=REPORT_GOAL // scale, model='timer', seed=_SEED.value,
+      timer=participation.TimerSettings(timer_hours=timer_hours,
+                                        round_minutes=round_minutes))
 
 
 def _zcdp(rounds, min_sep, max_p=None):

@@ -7,21 +7,18 @@ from dpftrl_tff.participation import log as log_lib
 from dpftrl_tff.participation import timer as timer_lib
 
 
-def simulate(*, population, rounds, report_goal, model, timer_hours,
-             seed, round_minutes, daily_active_fraction, availability_hours,
-             shortfall, progress=None):
+def simulate(*, population, rounds, report_goal, model, seed,
+             timer: timer_lib.TimerSettings = timer_lib.TimerSettings(),
+             progress=None):
   """Participation of `rounds` rounds: observed MinS, MaxP and more.
 
+  `timer` holds the timer model's settings (used when model is 'timer');
   `progress(done, rounds)`, if given, is called every 1000 rounds.
   """
   from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
-  settings = timer_lib.TimerSettings(
-      timer_hours=timer_hours, round_minutes=round_minutes,
-      daily_active_fraction=daily_active_fraction,
-      availability_hours=availability_hours, shortfall=shortfall)
   sampler = participation.build_sampler(
       model, num_clients=population, report_goal=report_goal, seed=seed,
-      timer=settings)
+      timer=timer)
   log = log_lib.ParticipationLog(population)
   short = 0
   started = time.monotonic()
@@ -40,6 +37,6 @@ def simulate(*, population, rounds, report_goal, model, timer_hours,
       simulation_seconds=time.monotonic() - started)
   if model == 'timer':
     days = sampler.clock_hours / 24
-    result.update(timer_hours=timer_hours, simulated_days=days,
+    result.update(timer_hours=timer.timer_hours, simulated_days=days,
                   rounds_per_day=rounds / days if days else float('nan'))
   return result

@@ -39,6 +39,7 @@ import dataclasses
 import numpy as np
 
 from dpftrl_tff import checks
+from dpftrl_tff import settings
 from dpftrl_tff.participation import base
 
 _DAY_MINUTES = 1440
@@ -47,15 +48,28 @@ SHORTFALL_POLICIES = ('wait', 'run_short')
 
 @dataclasses.dataclass(frozen=True)
 class TimerSettings:
-  """The timer model's parameters (see the module docstring)."""
-  timer_hours: float = 24.0
-  round_minutes: float = 5.0
-  daily_active_fraction: float = 0.5
-  availability_hours: float = 8.0
-  window_start_hour: float = 22.0
-  window_spread_hours: float = 2.0
-  shortfall: str = 'wait'
-  max_wait_hours: float = 24.0
+  """The timer model's parameters (see the module docstring), declared once:
+  the training config and the launch planner take them from here."""
+  timer_hours: float = settings.setting(
+      24.0, 'timer: a client is ineligible this long after taking part.')
+  round_minutes: float = settings.setting(
+      5.0, 'timer: simulated wall time of one round (rounds per day are an '
+      'outcome).')
+  daily_active_fraction: float = settings.setting(
+      0.5, 'timer: share of the devices that check in on a given day.')
+  availability_hours: float = settings.setting(
+      8.0, 'timer: length of a device\'s daily availability window.')
+  window_start_hour: float = settings.setting(
+      22.0, 'timer: mean local hour at which availability windows open '
+      '(phones charging on Wi-Fi at night).')
+  window_spread_hours: float = settings.setting(
+      2.0, 'timer: standard deviation of the windows\' opening hour.')
+  shortfall: str = settings.setting(
+      'wait', 'timer: a round with fewer eligible devices than the report '
+      'goal waits (simulated time passes, at most --max_wait_hours) or '
+      'runs short (run_short).', flag_type='enum')
+  max_wait_hours: float = settings.setting(
+      24.0, 'timer: longest wait for a full round before running short.')
 
   def validate(self, num_clients: int, report_goal: int):
     checks.check_positive(self.timer_hours, '--timer_hours')
