@@ -156,14 +156,15 @@ def _run_aggregation_case(case, clients, rounds, config):
   from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff import learning_process  # pylint: disable=g-import-not-at-top
 
   rounds = min(rounds, _AGG_ROUNDS_PER_CALL)
-  training.prepare_execution(config)
-  model_fn = training.build_model_fn(config)
+  learning_process.prepare_execution(config)
+  model_fn = learning_process.build_model_fn(config)
   value_type = tff.learning.models.weights_type_from_model(model_fn).trainable
   specs = tff.types.type_to_tf_tensor_specs(value_type)
-  aggregator = training.build_aggregator(config, model_fn).create(value_type)
+  aggregator = learning_process.build_aggregator(config, model_fn).create(
+      value_type)
   dim = sum(int(np.prod(s.shape)) for s in tf.nest.flatten(specs))
 
   @tff.tensorflow.computation(np.int64)
@@ -231,6 +232,7 @@ def _run_case(case, clients, rounds):
   from dpftrl_tff import metrics  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
   from dpftrl_tff.tff_compat import resident  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff import learning_process  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
 
   train_data, _, _ = data.load_stackoverflow(_cache_dir())
@@ -267,7 +269,7 @@ def _run_case(case, clients, rounds):
     cohorts = [[[(x, y) for x, y in ds] for ds in cohort]
                for cohort in cohorts]
   if case.startswith('keras'):
-    model = training.build_keras_model(config)
+    model = learning_process.build_keras_model(config)
     loss_fn = metrics.MaskedCrossEntropy()
     opt = tf.keras.optimizers.SGD(config.client_lr)
     global_weights = [tf.Variable(w) for w in model.trainable_variables]
@@ -293,8 +295,8 @@ def _run_case(case, clients, rounds):
       for g, t in zip(global_weights, total):
         g.assign_add(t / len(cohort))
   else:
-    process = training.build_learning_process(config)
-    state = training.initial_state(process, config)
+    process = learning_process.build_learning_process(config)
+    state = learning_process.initial_state(process, config)
     if case == 'tff_empty':   # Clients without data: TFF's plumbing alone.
       sequences = [0] * len(sequences)
       full = preprocess
@@ -303,12 +305,13 @@ def _run_case(case, clients, rounds):
     # TFF's worker builds their datasets (so the timing includes that), and
     # the server state stays in TFF's worker (or, with --workers, rounds
     # run across the workers).
-    process = training.taking_client_ids(process, train_data, preprocess)
+    process = learning_process.taking_client_ids(process, train_data,
+                                                 preprocess)
     cohorts = [[data.client_round_key(0, c) for c in ids]
                for ids in cohort_ids]
     if _WORKERS.value:
       config.workers, config.subrounds = _WORKERS.value, _SUBROUNDS.value
-      kept = training.build_runner(
+      kept = learning_process.build_runner(
           config, process, train_data=train_data, by_client_id=True,
           database=data.database_path(os.path.abspath(_cache_dir())),
           print_fn=lambda _: None)

@@ -71,6 +71,7 @@ def run(config, *, dimension: int, canaries: int, population: int,
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
   import tensorflow_federated as tff
+  from dpftrl_tff import learning_process
   from dpftrl_tff import training
   # pylint: enable=g-import-not-at-top
   if canaries < 2:
@@ -88,7 +89,7 @@ def run(config, *, dimension: int, canaries: int, population: int,
   canary_norm = 2.0 * scale if canary_norm is None else canary_norm
   update_norm = scale if update_norm is None else update_norm
   training.plan_blt(config, population)
-  training.prepare_execution(config)   # SecAgg's secure sums need TFF's
+  learning_process.prepare_execution(config)   # SecAgg's secure sums need TFF's
                                        # test context, as in training.
   factory = mechanism.build_factory(
       config, tf.TensorSpec([dimension], tf.float32))

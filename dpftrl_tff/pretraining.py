@@ -2,8 +2,8 @@
 
 Paper Sec. 2.3: pretraining on public text before DP federated fine-tuning
 saves about a thousand rounds, so it buys privacy. The model is the
-fine-tuning run's (`training.build_keras_model`, separate input and output
-embeddings unless --shared_embedding: the paper found tied embeddings
+fine-tuning run's (`learning_process.build_keras_model`, separate input and
+output embeddings unless --shared_embedding: the paper found tied embeddings
 fine-tune badly) and its vocabulary is the fine-tuning task's, so its
 weights start a federated run as they are (`pretrained.py`).
 
@@ -117,7 +117,8 @@ def pretrain(train_config, pretrain_config: PretrainConfig, *,
     vocab_source: where the vocabulary came from (recorded).
     eval_dataset: (x, y) batches to evaluate on (e.g. the fine-tuning task's
       held-out split), every `steps_per_eval` steps and at the end.
-    build_model: config -> a fresh Keras model (`training.build_keras_model`).
+    build_model: config -> a fresh Keras model
+      (`learning_process.build_keras_model`).
     stop_after_step: stop (as if killed, after its checkpoint) once this
       many steps are done; returns None. For tests of resumption.
   """

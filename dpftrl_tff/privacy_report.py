@@ -8,7 +8,7 @@ parameters; the accounting (type, assumptions, formal statement); and,
 when the run carried canaries, the empirical estimate beside the bound.
 
 Every number comes from the accountant's own report (`privacy` below: the
-dict of `accounting.PrivacyReport` fields that `training.privacy_spent`
+dict of `accounting.PrivacyReport` fields that `run_privacy.privacy_spent`
 and `experiments.privacy_accountant` produce); nothing is recomputed here,
 so the report cannot disagree with `summary.json`. The table "Accounted
 figures" is the machine-checkable part (tests parse it back).

@@ -85,7 +85,7 @@ def run() -> dict:
   from dpftrl_tff import data
   from dpftrl_tff import pretraining
   from dpftrl_tff import public_corpus
-  from dpftrl_tff import training
+  from dpftrl_tff import learning_process
   # pylint: enable=g-import-not-at-top
   config = config_lib.from_flags(_MODEL)
   config.seed = _SEED.value
@@ -127,7 +127,8 @@ def run() -> dict:
       sentences=public_corpus.sentences(builder, _TFDS_SPLIT.value),
       vocab=so.vocab, output_dir=_OUTPUT.value, corpus=corpus,
       vocab_source=so.description.get('database'),
-      eval_dataset=eval_dataset, build_model=training.build_keras_model)
+      eval_dataset=eval_dataset,
+      build_model=learning_process.build_keras_model)
   final = metadata.get('final_eval') or {}
   print(f'Pretrained {metadata["steps"]} steps; held-out in-vocab accuracy '
         f'{100 * final.get("in_vocab_accuracy", float("nan")):.2f}%. '

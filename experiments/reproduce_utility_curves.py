@@ -186,9 +186,9 @@ class Runner:
 
   def pretrain(self, steps: int, seed: int) -> str:
     # pylint: disable=g-import-not-at-top
+    from dpftrl_tff import learning_process
     from dpftrl_tff import pretraining
     from dpftrl_tff import public_corpus
-    from dpftrl_tff import training
     # pylint: enable=g-import-not-at-top
     out = os.path.join(self.root, f'pretrained_{steps}_seed{seed}')
     if self.real_text:   # The corpus's own documentation.
@@ -206,7 +206,8 @@ class Runner:
             steps_per_eval=max(1, steps // 4), seed=seed),
         sentences=public_corpus.sentences(builder), vocab=self.vocab,
         output_dir=out, corpus=public_corpus.corpus_description(builder),
-        vocab_source=self.cache_dir, build_model=training.build_keras_model)
+        vocab_source=self.cache_dir,
+        build_model=learning_process.build_keras_model)
     return out
 
 

@@ -11,7 +11,7 @@ from tensorflow_privacy.privacy.analysis import tree_aggregation_accountant as t
 
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import participation
-from dpftrl_tff import training
+from dpftrl_tff import run_privacy
 
 
 def _brute_force(cohorts):
@@ -152,7 +152,7 @@ class PrivacyFromLogTest(absltest.TestCase):
                                     participation='min_sep_groups', seed=1)
     sampler = config.build_sampler(40)   # 10 groups: MinS 9.
     log, _ = _run(sampler, 37)
-    privacy = training.privacy_spent(config, 37, log, sampler)
+    privacy = run_privacy.privacy_spent(config, 37, log, sampler)
     self.assertEqual(log.min_separation, 9)
     self.assertAlmostEqual(privacy['zcdp'], tfp_tree.compute_zcdp_single_tree(
         1.3, 37, log.max_participation, log.min_separation), places=12)
@@ -168,7 +168,7 @@ class PrivacyFromLogTest(absltest.TestCase):
         launch_population=1_000_000, launch_rounds=300)
     log = participation.ParticipationLog(100)
     log.record(0, [1, 2])
-    launch = training.privacy_spent(config, 10, log)['launch_equivalent']
+    launch = run_privacy.privacy_spent(config, 10, log)['launch_equivalent']
     z = 0.5 * 6500 / 20
     self.assertAlmostEqual(launch['noise_multiplier'], z)
     self.assertEqual(launch['population_min_separation'],

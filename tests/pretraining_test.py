@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from dpftrl_tff import data
+from dpftrl_tff import learning_process
 from dpftrl_tff import pretrained
 from dpftrl_tff import pretraining
 from dpftrl_tff import public_corpus
@@ -132,7 +133,7 @@ class PretrainTest(absltest.TestCase):
             steps_per_eval=3, shuffle_buffer_size=100),
         sentences=public_corpus.sentences(builder), vocab=_vocab(),
         output_dir=out, corpus=public_corpus.corpus_description(builder),
-        vocab_source=_cache(), build_model=training.build_keras_model,
+        vocab_source=_cache(), build_model=learning_process.build_keras_model,
         eval_dataset=data.build_eval_dataset(
             data.load_stackoverflow(_cache())[1], _vocab(), num_examples=20),
         stop_after_step=stop, print_fn=lambda s: None)
@@ -163,16 +164,16 @@ class PretrainTest(absltest.TestCase):
     identity = pretrained.check_compatible(full, vocab=_vocab(),
                                            config=config)
     self.assertEqual(identity['steps'], 6)
-    process = training.build_learning_process(config)
-    model = training.build_keras_model(config)
+    process = learning_process.build_learning_process(config)
+    model = learning_process.build_keras_model(config)
     pretrained.assign(model, pretrained.load_weights(full), full)
-    state = training.initial_state(process, config, model)
+    state = learning_process.initial_state(process, config, model)
     for got, want in zip(process.get_model_weights(state).trainable,
                          pretrained.load_weights(full)):
       np.testing.assert_array_equal(got, want)
-    self.assertFalse(np.array_equal(
-        pretrained.load_weights(full)[0],
-        training.build_keras_model(config).trainable_weights[0].numpy()))
+    fresh = learning_process.build_keras_model(config)
+    self.assertFalse(np.array_equal(pretrained.load_weights(full)[0],
+                                    fresh.trainable_weights[0].numpy()))
 
     # Mismatches are refused with both sides named.
     with self.assertRaisesRegex(

@@ -20,6 +20,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from dpftrl_tff import data
+from dpftrl_tff import learning_process
 from dpftrl_tff import run_directory
 from dpftrl_tff import runtime
 from dpftrl_tff import training
@@ -108,9 +109,9 @@ class RemoteTest(tf.test.TestCase, parameterized.TestCase):
     preprocess = data.build_preprocess_fn(
         self.vocab, sequence_length=20, max_elements_per_client=16,
         batch_size=4, shuffle_buffer_size=8)
-    process = training.build_learning_process(config)
-    initial = training.initial_state(process, config)
-    by_id = training.taking_client_ids(process, self.train, preprocess)
+    process = learning_process.build_learning_process(config)
+    initial = learning_process.initial_state(process, config)
+    by_id = learning_process.taking_client_ids(process, self.train, preprocess)
     cohorts = self._cohorts(config)
 
     def run(runner):

@@ -10,6 +10,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from dpftrl_tff.tff_compat import resident
+from dpftrl_tff import learning_process
 from dpftrl_tff import runtime
 from dpftrl_tff import training
 
@@ -62,8 +63,8 @@ class ResidentProcessTest(tf.test.TestCase, parameterized.TestCase):
       ('dp_ftrl_secagg', 'dp_ftrl', True))
   def test_rounds_equal_plain_process_next(self, aggregator, secagg):
     config = _config(aggregator, secagg)
-    process = training.build_learning_process(config)
-    initial = training.initial_state(process, config)
+    process = learning_process.build_learning_process(config)
+    initial = learning_process.initial_state(process, config)
     rounds = resident.ResidentProcess(process)
     self.assertTrue(rounds.keeps_state_in_worker)
     plain, kept = initial, initial
@@ -88,8 +89,8 @@ class ResidentProcessTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_fallback_without_executor_interface_equals_plain(self):
     config = _config('dp_ftrl')
-    process = training.build_learning_process(config)
-    initial = training.initial_state(process, config)
+    process = learning_process.build_learning_process(config)
+    initial = learning_process.initial_state(process, config)
 
     class _PlainContext:
       pass
@@ -107,8 +108,8 @@ class ResidentProcessTest(tf.test.TestCase, parameterized.TestCase):
     # SecAgg refuses more clients than the report goal (3): the worker's
     # error reaches the caller, and the process keeps working afterwards.
     config = _config('dp_ftrl', secagg=True)
-    process = training.build_learning_process(config)
-    initial = training.initial_state(process, config)
+    process = learning_process.build_learning_process(config)
+    initial = learning_process.initial_state(process, config)
     rounds = resident.ResidentProcess(process)
     with self.assertRaisesRegex(Exception, 'more clients than report_goal'):
       rounds.next(initial, [_dataset(s) for s in range(4)])
@@ -118,9 +119,9 @@ class ResidentProcessTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_lost_state_is_a_clear_error(self):
     config = _config('none')
-    process = training.build_learning_process(config)
+    process = learning_process.build_learning_process(config)
     rounds = resident.ResidentProcess(process)
-    kept, _, _ = rounds.next(training.initial_state(process, config),
+    kept, _, _ = rounds.next(learning_process.initial_state(process, config),
                              [_dataset(s) for s in range(3)])
     context = tff.framework.get_context_stack().current
     context.executor_factory.clean_up_executor({tff.CLIENTS: 3})
@@ -133,7 +134,7 @@ class ResidentProcessTest(tf.test.TestCase, parameterized.TestCase):
 _EXIT_SCRIPT = """
 from absl import logging
 import tensorflow as tf
-from dpftrl_tff import runtime, training, tff_compat
+from dpftrl_tff import learning_process, runtime, training, tff_compat
 from dpftrl_tff.tff_compat import resident
 runtime.install()
 tff_compat.install()
@@ -142,11 +143,11 @@ config = training.TrainConfig(clients_per_round=2, vocab_size=30,
                               latent_size=6, embedding_size=4,
                               aggregator='dp_ftrl', noise_multiplier=0.5,
                               clip_norm=1.0, seed=0)
-process = training.build_learning_process(config)
+process = learning_process.build_learning_process(config)
 rounds = resident.ResidentProcess(process)
 x = tf.zeros([4, 20], tf.int64)
 data = [tf.data.Dataset.from_tensor_slices((x, x)).batch(2)] * 2
-state = training.initial_state(process, config)
+state = learning_process.initial_state(process, config)
 for _ in range(3):
   state, _, _ = rounds.next(state, data)
 runtime.shutdown_workers()   # Worker gone before the values' finalizers.

@@ -13,6 +13,7 @@ from absl.testing import parameterized
 import numpy as np
 
 from dpftrl_tff import data
+from dpftrl_tff import learning_process
 from dpftrl_tff import runtime
 from dpftrl_tff import strict_json
 from dpftrl_tff import synthetic
@@ -75,12 +76,12 @@ class TrainingLoopTest(parameterized.TestCase):
 
   def test_initial_state_holds_the_seeded_model(self):
     config = tiny_config(aggregator='none')
-    process = training.build_learning_process(config)
+    process = learning_process.build_learning_process(config)
     zeros = process.get_model_weights(process.initialize()).trainable
     # TFF's own initialize() has the zero-initialized model of model_fn.
     self.assertTrue(all(not np.any(w) for w in zeros))
-    state = training.initial_state(process, config)
-    expected = training.build_keras_model(config).get_weights()
+    state = learning_process.initial_state(process, config)
+    expected = learning_process.build_keras_model(config).get_weights()
     got = process.get_model_weights(state).trainable
     self.assertLen(got, len(expected))
     for g, e in zip(got, expected):
@@ -98,9 +99,9 @@ class TrainingLoopTest(parameterized.TestCase):
         vocab, sequence_length=config.sequence_length,
         max_elements_per_client=config.max_elements_per_client,
         batch_size=config.client_batch_size, shuffle_buffer_size=100)
-    process = training.build_learning_process(config)
-    by_id = training.taking_client_ids(process, train_data, preprocess)
-    state = training.initial_state(process, config)
+    process = learning_process.build_learning_process(config)
+    by_id = learning_process.taking_client_ids(process, train_data, preprocess)
+    state = learning_process.initial_state(process, config)
     keys = [data.client_round_key(12345, c)
             for c in train_data.client_ids[3:7]]
     a = by_id.next(state, keys)
