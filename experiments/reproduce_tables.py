@@ -3,20 +3,10 @@
 For every row it prints the paper's zCDP (and epsilon where given) beside the
 values this project computes from the row's rounds, MinS and MaxP, with report
 goal 6500 and noise multiplier 7, and whether they agree to the paper's
-printed precision (2 decimals). Epsilon is by PLD at delta = 1e-10.
-
-The SecAgg rows (en-US*, es-ES*) are accounted with C_inflated in place of C;
-the paper states neither the scale s nor the clip norm used for them, so the
-table reports, for C = 5 (the clip norm the paper fixes in Sec. 3.1) and the
-2.4M-parameter model padded to 2^22, the smallest power-of-two scale s from
-which the value printed in the paper is reproduced, and the value at s = 1
-(no scaling), which it is not.
-
-The paper's epsilons are PLD conversions of its *rounded* zCDP (0.89 gives
-9.01, 0.61 gives 7.31, 0.32 gives 5.13), not of the exact zCDP (0.8878 gives
-9.00). The table prints both: `eps ours` from the exact zCDP, `eps(rounded)`
-from the paper's printed zCDP; a row agrees when the computed zCDP rounds to
-the paper's and the epsilon of the rounded zCDP rounds to the paper's epsilon.
+printed precision (2 decimals). Epsilon is by PLD at delta = 1e-10. `eps ours`
+is the epsilon of the exact zCDP, `eps(rounded)` that of the paper's printed
+zCDP (the paper converts its rounded values); how the SecAgg rows and the
+agreement are decided: `dpftrl_tff.accounting.paper_tables`.
 """
 
 import csv
