@@ -160,6 +160,17 @@ class TrainConfig:
   launch_rounds: Optional[int] = _field(
       None, 'Rounds of the equivalent launch; unset: the run\'s rounds.',
       resumable=True)
+  # Empirical privacy (dpftrl_tff.canaries).
+  canaries: int = _field(
+      0, 'One-shot empirical privacy (Andrew et al. 2024): K training '
+      'clients, chosen from --seed, become canary clients whose update is a '
+      'fixed random direction through the same clipping, noise and SecAgg '
+      'path; as many directions are never inserted. The summary gets the '
+      'estimated epsilon (final model and all iterates) beside the accounted '
+      'one. 0: none; else at least 2.')
+  canary_norm: Optional[float] = _field(
+      None, 'Norm of a canary update before clipping. Unset: 100 times the '
+      '(initial) clip norm, so it is always clipped; without DP, 1.')
   seed: Optional[int] = _field(
       None, 'Seed of model init, client sampling and client shuffling. '
       'Unset: random, recorded in hparams.json.')
@@ -230,6 +241,7 @@ class TrainConfig:
     if self.launch_rounds is not None:
       checks.check_int(self.launch_rounds, '--launch_rounds', minimum=1)
     workers.parse_workers(self.workers)
+    self._validate_canaries(num_train_clients)
     checks.check_int(self.subrounds, '--subrounds', minimum=0)
     if self.subrounds and not self.workers:
       raise ValueError(f'--subrounds={self.subrounds} needs --workers (on '
@@ -238,6 +250,22 @@ class TrainConfig:
       raise ValueError(f'--on_worker_failure={self.on_worker_failure!r} is '
                        f'unknown; allowed: '
                        f'{", ".join(workers.FAILURE_POLICIES)}.')
+
+  def _validate_canaries(self, num_train_clients: Optional[int]):
+    checks.check_int(self.canaries, '--canaries', minimum=0)
+    if self.canary_norm is not None:
+      checks.check_float(self.canary_norm, '--canary_norm', minimum=0,
+                         strict_minimum=True)
+    if not self.canaries:
+      return
+    checks.check_int(self.canaries, '--canaries', minimum=2)
+    if num_train_clients is not None and self.canaries >= num_train_clients:
+      raise ValueError(
+          f'--canaries={self.canaries} must be below the {num_train_clients} '
+          f'clients of the training split (canaries are clients).')
+    if self.workers:
+      raise ValueError(f'--canaries={self.canaries} runs on this machine '
+                       f'only; leave out --workers.')
 
   def timer_settings(self) -> participation_lib.TimerSettings:
     return settings.values_of(participation_lib.TimerSettings, self)

@@ -12,7 +12,7 @@ import math
 import os
 import sys
 import warnings
-from typing import Any, Callable, Dict, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from absl import flags
 from absl import logging
@@ -157,4 +157,41 @@ def summary_text(summary: Dict[str, Any]) -> str:
           f'MinS {launch["min_separation"]}, worst-case MaxP '
           f'{launch["max_participation"]}): rho-zCDP {launch["zcdp"]:.4g}, '
           f'epsilon {launch["epsilon"]:.3f} at delta {launch["delta"]:g}')
+  lines += empirical_privacy_lines(summary.get('empirical_privacy'))
   return '\n'.join(lines)
+
+
+def _estimate_text(block: Dict[str, Any]) -> str:
+  """An estimate; unbounded (null in JSON, inf before) said in words."""
+  value = block.get('empirical_epsilon')
+  if block.get('epsilon_unbounded') or (value is not None and
+                                        math.isinf(value)):
+    return 'unbounded (no finite epsilon below 1e4)'
+  return number(value, '.3f')
+
+
+def empirical_privacy_lines(empirical: Optional[Dict[str, Any]]
+                            ) -> List[str]:
+  """The canary estimates of a run (--canaries), labelled as estimates."""
+  if not empirical:
+    return []
+  if 'not_estimated' in empirical:
+    return [f'Empirical privacy (canaries): not estimated: '
+            f'{empirical.get("not_estimated")}']
+  lines = []
+  for label, block in (('final model', empirical),
+                       ('all iterates', empirical.get('all_iterates'))):
+    if block:
+      low, high = block['epsilon_interval']
+      lines.append(
+          f'Empirical privacy, {label} (canary estimate, not a bound): '
+          f'epsilon {_estimate_text(block)}, '
+          f'{int(100 * block["confidence"])}% interval [{number(low, ".3f")}, '
+          f'{number(high, ".3f")}] from {block["seen_canaries"]} seen and '
+          f'{block["unseen_canaries"]} unseen canaries at delta '
+          f'{block["delta"]:g}')
+  accounted = empirical.get('accounted_epsilon')
+  lines.append('  accounted epsilon (the proven bound): '
+               + ('none (no DP)' if accounted is None
+                  else number(accounted, '.3f')))
+  return lines

@@ -377,15 +377,21 @@ def _split_key(key):
   return parts[1], tf.strings.to_hash_bucket_fast(key, _HASH_BUCKETS)
 
 
-def build_client_dataset(client_data, preprocess, key: str):
-  """The preprocessed dataset of a `client_round_key`, built in Python."""
-  client_id, seed = _split_key(tf.constant(key))
-  return preprocess(
+def build_client_dataset(client_data, preprocess, key: str, mark=None):
+  """The preprocessed dataset of a `client_round_key`, built in Python.
+
+  `mark`: (dataset, key tensor) -> dataset, applied last (the canaries'
+  `mark_dataset`); as in `build_client_dataset_computation`.
+  """
+  key = tf.constant(key)
+  client_id, seed = _split_key(key)
+  dataset = preprocess(
       client_data.create_tf_dataset_for_client(client_id.numpy().decode()),
       seed)
+  return dataset if mark is None else mark(dataset, key)
 
 
-def build_client_dataset_computation(client_data, preprocess):
+def build_client_dataset_computation(client_data, preprocess, mark=None):
   """client round key -> preprocessed client dataset, as a TFF computation.
 
   Composed with a learning process
@@ -395,7 +401,8 @@ def build_client_dataset_computation(client_data, preprocess):
   datasets in Python instead costs a `Dataset.map` trace and a graph
   serialization per client per round. Returns None when `client_data`
   cannot build a dataset from an id tensor (no `serializable_dataset_fn`);
-  then build the datasets in Python (`build_client_dataset`).
+  then build the datasets in Python (`build_client_dataset`). `mark`:
+  (dataset, key tensor) -> dataset, applied last (the canaries' marker).
   """
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   dataset_fn = getattr(client_data, 'serializable_dataset_fn', None)
@@ -405,7 +412,8 @@ def build_client_dataset_computation(client_data, preprocess):
   @tff.tensorflow.computation(np.str_)
   def client_dataset(key):
     client_id, seed = _split_key(key)
-    return preprocess(dataset_fn(client_id), seed)
+    dataset = preprocess(dataset_fn(client_id), seed)
+    return dataset if mark is None else mark(dataset, key)
 
   return client_dataset
 

@@ -68,7 +68,8 @@ def check_round(round_number: int, *, train_loss: float, update_norm: float,
     problem = 'the aggregated update was not finite (TFF\'s server rejected it)'
   elif not _finite(update_norm):
     problem = f'the new model weights are not finite (update norm {update_norm})'
-  elif not _finite(train_loss):
+  elif cohort_size > 0 and not _finite(train_loss):
+    # (A cohort of canaries only trains nobody: no loss to check.)
     problem = f'the training loss is not finite ({train_loss})'
   if problem is None:
     return

@@ -82,7 +82,12 @@ def hockey_stick_delta(eps: float, p: Tuple[float, float],
   region = _region(a, b, c)
   p_mass = sum(_mass(lo, hi, m1, s1) for lo, hi in region)
   q_mass = sum(_mass(lo, hi, m0, s0) for lo, hi in region)
-  return max(0.0, p_mass - math.exp(eps) * q_mass)
+  if q_mass <= 0:
+    return max(0.0, p_mass)
+  log_term = eps + math.log(q_mass)   # e^eps alone overflows past 709.
+  if log_term > 700:
+    return 0.0   # e^eps Q > 1 >= P.
+  return max(0.0, p_mass - math.exp(log_term))
 
 
 def epsilon_two_gaussians(unseen: Tuple[float, float],
@@ -161,7 +166,10 @@ class Estimate:
   threat_model: str = 'final model'
 
   def as_dict(self) -> Dict:
+    """JSON-ready; an infinite estimate (no finite eps below 1e4) is null
+    there, with `epsilon_unbounded` true."""
     out = dataclasses.asdict(self)
+    out['epsilon_unbounded'] = math.isinf(self.empirical_epsilon)
     out['epsilon_interval'] = list(self.epsilon_interval)
     out['seen_fit'] = dict(mean=self.seen_fit[0], std=self.seen_fit[1])
     out['unseen_fit'] = dict(mean=self.unseen_fit[0], std=self.unseen_fit[1])
@@ -179,7 +187,8 @@ def estimate(seen: Sequence[float], unseen: Sequence[float], delta: float,
     unseen: statistics of canaries never inserted.
     delta: the run's delta.
     confidence: of the bootstrap interval.
-    bootstrap: resamples for the interval (0: no interval, [nan, nan]).
+    bootstrap: resamples for the interval (0, or fewer than half of them
+      with a fit: no interval, [nan, nan]).
     rng: for the resampling (a fresh unpredictable one by default).
   """
   seen = np.asarray(seen, np.float64)
@@ -197,11 +206,19 @@ def estimate(seen: Sequence[float], unseen: Sequence[float], delta: float,
   eps = epsilon_two_gaussians(unseen_fit, seen_fit, delta)
   interval = (math.nan, math.nan)
   if bootstrap > 0:
-    samples = [
-        epsilon_two_gaussians(
-            _fit(rng.choice(unseen, len(unseen))),
-            _fit(rng.choice(seen, len(seen))), delta)
-        for _ in range(bootstrap)]
+    samples = []
+    for _ in range(bootstrap):
+      unseen_fit_b = _fit(rng.choice(unseen, len(unseen)))
+      seen_fit_b = _fit(rng.choice(seen, len(seen)))
+      if unseen_fit_b[1] > 0 and seen_fit_b[1] > 0:   # Few canaries: a
+        # resample can repeat one value; it has no fit and is left out.
+        samples.append(epsilon_two_gaussians(unseen_fit_b, seen_fit_b,
+                                             delta))
+    if len(samples) < bootstrap / 2:
+      return Estimate(empirical_epsilon=eps, epsilon_interval=interval,
+                      confidence=confidence, delta=delta,
+                      seen_canaries=len(seen), unseen_canaries=len(unseen),
+                      seen_fit=seen_fit, unseen_fit=unseen_fit)
     tail = 100 * (1 - confidence) / 2
     low_q, high_q = np.percentile(samples, [tail, 100 - tail])
     # The basic (reverse percentile) bootstrap: eps is convex in the

@@ -5,9 +5,11 @@ its rounds: on this machine or across TFF workers."""
 import os
 from typing import Any, Callable, Optional
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from dpftrl_tff import canaries as canaries_lib
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import data
 from dpftrl_tff import metrics as lm_metrics
@@ -71,15 +73,15 @@ def prepare_execution(config: TrainConfig):
   tff_compat.set_execution_context(secure_sums=config.secagg)
 
 
-def taking_client_ids(process, train_data, preprocess):
+def taking_client_ids(process, train_data, preprocess, mark=None):
   """`process` with rounds given client ids instead of datasets, or None.
 
   TFF's worker then builds each client's dataset itself
-  (`data.build_client_dataset_computation`); None when `train_data` cannot
-  build a dataset from an id tensor.
+  (`data.build_client_dataset_computation`, with `mark`); None when
+  `train_data` cannot build a dataset from an id tensor.
   """
   client_datasets = data.build_client_dataset_computation(train_data,
-                                                          preprocess)
+                                                          preprocess, mark)
   if client_datasets is None:
     return None
   return tff.simulation.compose_dataset_computation_with_learning_process(
@@ -88,16 +90,17 @@ def taking_client_ids(process, train_data, preprocess):
 
 def build_runner(config: TrainConfig, process, *, train_data,
                  by_client_id: bool, database: Optional[str],
-                 print_fn: Callable[[str], None] = print):
+                 print_fn: Callable[[str], None] = print, statistic=None):
   """What runs the rounds: on this machine, or across `config.workers`.
 
   On this machine, `resident.ResidentProcess` (the server state stays in
-  TFF's local worker). With workers, `remote.rounds.DistributedProcess`
+  TFF's local worker), computing `statistic` of every round when given
+  (the canaries' cosines; not with workers, which the config refuses). With workers, `remote.rounds.DistributedProcess`
   over TFF's mergeable context, after checking that every worker reads the
   training database at `database` as this machine does.
   """
   if not config.workers:
-    return resident.ResidentProcess(process)
+    return resident.ResidentProcess(process, statistic=statistic)
   # pylint: disable=g-import-not-at-top
   from dpftrl_tff.remote import context as context_lib
   from dpftrl_tff.remote import rounds
@@ -123,7 +126,7 @@ def build_runner(config: TrainConfig, process, *, train_data,
       warn=print_fn)
 
 
-def build_learning_process(config: TrainConfig):
+def build_learning_process(config: TrainConfig, canaries=None):
   """TFF FedAvg with the configured aggregator.
 
   Start it from `initial_state(process, config)`, not `process.initialize()`
@@ -131,17 +134,39 @@ def build_learning_process(config: TrainConfig):
   data with a dataset iterator rather than `DatasetReduce`, which
   re-instantiates (and re-optimizes) the training step for every client in
   every round. The execution context is set by `prepare_execution`.
+
+  Args:
+    config: the run's settings.
+    canaries: a `canaries.Canaries` (--canaries): FedAvg composed from
+      TFF's parts with the canary client work (`canaries.build_client_work`)
+      in place of the plain one; None: TFF's unweighted FedAvg itself.
   """
   prepare_execution(config)
   model_fn = build_model_fn(config)
-  return tff.learning.algorithms.build_unweighted_fed_avg(
-      model_fn,
-      client_optimizer_fn=tff.learning.optimizers.build_sgdm(
-          learning_rate=config.client_lr),
-      server_optimizer_fn=tff.learning.optimizers.build_sgdm(
-          learning_rate=config.server_lr, momentum=config.server_momentum),
-      model_aggregator=build_aggregator(config, model_fn),
-      loop_implementation=tff.learning.LoopImplementation.DATASET_ITERATOR)
+  client_optimizer = tff.learning.optimizers.build_sgdm(
+      learning_rate=config.client_lr)
+  server_optimizer = tff.learning.optimizers.build_sgdm(
+      learning_rate=config.server_lr, momentum=config.server_momentum)
+  aggregator = build_aggregator(config, model_fn)
+  if canaries is None:
+    return tff.learning.algorithms.build_unweighted_fed_avg(
+        model_fn, client_optimizer_fn=client_optimizer,
+        server_optimizer_fn=server_optimizer, model_aggregator=aggregator,
+        loop_implementation=tff.learning.LoopImplementation.DATASET_ITERATOR)
+  # The same composition as tff.learning.algorithms' FedAvg.
+  @tff.tensorflow.computation
+  def initial_weights():
+    return tff.learning.models.ModelWeights.from_model(model_fn())
+
+  weights_type = initial_weights.type_signature.result
+  return tff.learning.templates.compose_learning_process(
+      initial_weights,
+      tff.learning.templates.build_broadcast_process(weights_type),
+      canaries_lib.build_client_work(model_fn, client_optimizer, canaries),
+      tff.aggregators.as_weighted_aggregator(aggregator).create(
+          weights_type.trainable, tff.TensorType(np.float32)),
+      tff.learning.templates.build_apply_optimizer_finalizer(
+          server_optimizer, weights_type))
 
 
 def initial_state(process, config: TrainConfig, keras_model=None):

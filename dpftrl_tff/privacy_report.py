@@ -216,6 +216,9 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
 
 def empirical_lines(empirical: Dict[str, Any]) -> List[str]:
   """The canary estimate, labelled as an estimate, not a bound."""
+  if 'not_estimated' in empirical:
+    return [f'The run had {empirical.get("canaries")} canaries but no '
+            f'estimate: {empirical.get("not_estimated")}']
   interval = empirical.get('epsilon_interval') or [None, None]
   return [
       f'One-shot empirical estimate (Andrew et al. 2024; '
@@ -228,7 +231,19 @@ def empirical_lines(empirical: Dict[str, Any]) -> List[str]:
       f'{empirical.get("unseen_canaries")} unseen canaries at delta '
       f'{number(empirical.get("delta"), "g")}. An estimate of what an '
       'attacker of this kind can infer, not a guarantee: it is expected to '
-      'lie below the accounted epsilon.']
+      'lie below the accounted epsilon.'] + _all_iterates_lines(empirical)
+
+
+def _all_iterates_lines(empirical: Dict[str, Any]) -> List[str]:
+  block = empirical.get('all_iterates')
+  if not block:
+    return []
+  low, high = block.get('epsilon_interval') or [None, None]
+  return [
+      '', f'The same canaries, {block.get("threat_model")}: epsilon '
+      f'{number(block.get("empirical_epsilon"), ".4g")}, '
+      f'{int(100 * block.get("confidence", 0.95))}% interval '
+      f'[{number(low, ".4g")}, {number(high, ".4g")}].']
 
 
 def participation_text(summary: Dict[str, Any], privacy: Dict[str, Any]

@@ -19,9 +19,11 @@ import os
 from typing import Any, Callable, Dict, List, Optional
 
 from absl import logging
+import numpy as np
 import tree
 
 from dpftrl_tff import accounting
+from dpftrl_tff import canaries as canaries_lib
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import data
 from dpftrl_tff import divergence
@@ -50,8 +52,13 @@ def _short(value: float) -> str:
   return f'{value:.4f}' if abs(value) < 1e4 else f'{value:.4g}'
 
 
-def _round_row(config, result: loop.RoundResult, clip_in_force):
-  """The metrics.csv row of one round; returns (row, clip for next round)."""
+def _round_row(config, result: loop.RoundResult, clip_in_force,
+               canaries_in_cohort: int = 0):
+  """The metrics.csv row of one round; returns (row, clip for next round).
+
+  Canary clients (--canaries) train nothing, so they are not counted among
+  the clients whose update TFF zeroed.
+  """
   flat: Dict[str, float] = {}
   evaluation.flatten_metrics('', result.metrics, flat)
   train_metrics = result.metrics['client_work']['train']
@@ -62,7 +69,8 @@ def _round_row(config, result: loop.RoundResult, clip_in_force):
       'server_update_norm': result.update_norm,
       'round_seconds': result.seconds,
       'nonfinite_clients': divergence.nonfinite_clients(
-          len(result.cohort), train_metrics.get('num_clients')),
+          len(result.cohort) - canaries_in_cohort,
+          train_metrics.get('num_clients')),
       'server_update_rejected': flat.get('finalizer/update_non_finite'),
   }
   for key, value in flat.items():
@@ -190,6 +198,29 @@ def _record_blt(config: TrainConfig, run_dir, print_fn):
   print_fn(f'BLT noise: {blt} (in {path}).')
 
 
+def _choose_canaries(config: TrainConfig, num_clients: int
+                     ) -> Optional[canaries_lib.Canaries]:
+  """The run's canary clients (--canaries), a function of its seed."""
+  if not config.canaries:
+    return None
+  clip = registry.get(config.aggregator).initial_clip(config)
+  return canaries_lib.choose(
+      config.canaries, seed=config.seed, num_clients=num_clients,
+      norm=(canaries_lib.default_norm(clip) if config.canary_norm is None
+            else config.canary_norm))
+
+
+def _empirical_privacy(canary_run, weights, log, privacy, run_dir) -> Dict:
+  """summary.json's `empirical_privacy` at the run's delta (the accounting
+  default without DP) and empirical_privacy.png."""
+  delta = privacy['delta'] if privacy else accounting.DEFAULT_DELTA
+  indices = list(canary_run.canaries.client_indices)
+  return canary_run.finish(
+      [np.asarray(w) for w in weights], log.counts[indices], delta,
+      plot_path=run_dir.file('empirical_privacy.png'),
+      accounted_epsilon=privacy['epsilon'] if privacy else None)
+
+
 def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
           output_dir: str, data_description: Optional[Dict] = None,
           stop_after_round: Optional[int] = None,
@@ -286,7 +317,8 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
       eval_data, vocab, num_examples=config.num_eval_examples,
       sequence_length=config.sequence_length)
   _pin_saved_blt(config, run_dir)
-  process = learning_process.build_learning_process(config)
+  chosen = _choose_canaries(config, len(train_data.client_ids))
+  process = learning_process.build_learning_process(config, chosen)
   # Built after TFF has traced its graphs: Keras invalidates models made
   # before a tf.compat.v1 graph builds layers.
   eval_model = learning_process.build_keras_model(config)
@@ -295,6 +327,7 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
                       pretrained.load_weights(config.initial_weights),
                       config.initial_weights)
   state = learning_process.initial_state(process, config, eval_model)
+  initial_trainable = process.get_model_weights(state).trainable
   evaluator = evaluation.Evaluator(eval_model, eval_dataset, config.vocab_size)
   start_round = 0
   if previous is not None:
@@ -305,15 +338,23 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
       print_fn(f'Resuming {run_dir.path} from round {start_round}.')
       state = _set_changed_learning_rates(process, state, config, previous,
                                           start_round, print_fn)
+  canary_run = chosen and canaries_lib.CanaryRun(
+      chosen, client_ids=list(train_data.client_ids),
+      sequence_length=config.sequence_length,
+      initial_weights=initial_trainable,
+      weights_type=process.get_model_weights.type_signature.result,
+      cosines_path=run_dir.file(canaries_lib.ROUND_COSINES_FILE),
+      start_round=start_round)
   # TFF's workers build the cohort's datasets from their client round keys.
-  by_client_id = learning_process.taking_client_ids(process, train_data,
-                                                    preprocess)
+  by_client_id = learning_process.taking_client_ids(
+      process, train_data, preprocess, canary_run and canary_run.mark)
   # Locally, the state stays in TFF's worker between rounds
   # (tff_compat.resident); with --workers, rounds run across them.
   runner = learning_process.build_runner(
       config, by_client_id or process, train_data=train_data,
       by_client_id=by_client_id is not None,
-      database=(data_description or {}).get('database'), print_fn=print_fn)
+      database=(data_description or {}).get('database'), print_fn=print_fn,
+      statistic=canary_run and canary_run.statistic)
   hparams = dict(dataclasses.asdict(config), data=data_description or {})
   hparams[run_directory.PROVENANCE_KEY] = (
       (previous or {}).get(run_directory.PROVENANCE_KEY, []) +
@@ -336,9 +377,12 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
   def client_data_fn(round_num, cohort):
     seed = participation.round_seed(config.seed, round_num) if shuffle else 0
     keys = [data.client_round_key(seed, c) for c in cohort]
+    if canary_run:
+      keys = canary_run.keys(keys, cohort)
     if by_client_id is not None:
       return keys
-    return [data.build_client_dataset(train_data, preprocess, k)
+    return [data.build_client_dataset(train_data, preprocess, k,
+                                      canary_run and canary_run.mark)
             for k in keys]
 
   clip_in_force = registry.get(config.aggregator).initial_clip(config)
@@ -359,12 +403,15 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
 
   def on_round(new_state, result: loop.RoundResult):
     nonlocal clip_in_force, last_eval, last_done
-    row, clip_in_force = _round_row(config, result, clip_in_force)
+    canaries_in_cohort = canary_run.count(result.cohort) if canary_run else 0
+    row, clip_in_force = _round_row(config, result, clip_in_force,
+                                    canaries_in_cohort)
     done = result.round_num + 1
     try:
       divergence.check_round(
           done, train_loss=row['train_loss'],
-          update_norm=result.update_norm, cohort_size=len(result.cohort),
+          update_norm=result.update_norm,
+          cohort_size=len(result.cohort) - canaries_in_cohort,
           nonfinite=row['nonfinite_clients'],
           server_rejected=row['server_update_rejected'],
           checkpoint_round=run_dir.latest_checkpoint_round())
@@ -372,6 +419,8 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
       writer.write(row)   # The diverged round stays visible (as nan).
       raise
     watch.update(done, row['train_loss'])
+    if canary_run:
+      canary_run.record(row, result.cohort, runner.last_statistic)
     evaluated = (done % config.rounds_per_eval == 0 or
                  done == config.total_rounds)
     if evaluated:
@@ -436,6 +485,9 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
                      observed_min_separation=log.min_separation,
                      participations_histogram=log.histogram().tolist()),
                  seconds=(datetime.datetime.now() - started).total_seconds())
+  if canary_run:
+    summary['empirical_privacy'] = _empirical_privacy(
+        canary_run, weights, log, summary['privacy'], run_dir)
   run_dir.write_summary(summary)
   run_directory.write_text_atomic(
       run_dir.file(privacy_report.FILE_NAME),

@@ -38,9 +38,6 @@ from dpftrl_tff import strict_json
 _DIMENSION = flags.DEFINE_integer(
     'dimension', 2000, 'Model dimension d of the random updates (the '
     'estimate needs d well above the number of canaries).')
-_CANARIES = flags.DEFINE_integer(
-    'canaries', 100, 'Canary clients inserted (as many directions are '
-    'drawn and never inserted).')
 _POPULATION = flags.DEFINE_integer(
     'population', None, 'Clients including the canaries; unset: 10 times '
     '--clients_per_round, at least --clients_per_round + --canaries.')
@@ -55,6 +52,9 @@ _OUTPUT_DIR = flags.DEFINE_string(
     'the empirical estimate) here.')
 _CONFIG = config_lib.define_flags()
 flags.adopt_module_key_flags(config_lib)
+# --canaries and --canary_norm are the training settings; an audit inserts
+# canaries by default.
+flags.set_default(_CONFIG['canaries'], 100)
 
 
 def run():
@@ -75,7 +75,7 @@ def run():
     config.seed = config_lib.draw_seed()
   population = _POPULATION.value or max(
       10 * config.clients_per_round,
-      config.clients_per_round + _CANARIES.value)
+      config.clients_per_round + config.canaries)
   tff_compat.install()
   bar = progress.Progress(config.total_rounds, 0, stream=sys.stderr)
   clock = [time.time()]
@@ -87,7 +87,8 @@ def run():
     clock[0] = now
 
   audit = canary_audit.run(
-      config, dimension=_DIMENSION.value, canaries=_CANARIES.value,
+      config, dimension=_DIMENSION.value, canaries=config.canaries,
+      canary_norm=config.canary_norm,
       population=population, delta=_DELTA.value,
       bootstrap=_BOOTSTRAP.value,
       rng=np.random.default_rng(config.seed),

@@ -72,10 +72,12 @@ def _leaves(structure) -> Sequence[tf.Tensor]:
   return tf.nest.flatten(structure)
 
 
-def build_next_with_update_norm(process) -> tff.Computation:
+def build_next_with_update_norm(process, statistic=None) -> tff.Computation:
   """(state, client_data) -> (new state, metrics, ||theta_new - theta||_2).
 
-  The norm is over the trainable weights, in float64, on the server.
+  The norm is over the trainable weights, in float64, on the server. With
+  `statistic`, a TFF computation (old weights, new weights) -> value, the
+  result has that value of the round as a fourth element.
   """
   state_type, data_type = process.next.type_signature.parameter
   get_weights = process.get_model_weights
@@ -92,10 +94,13 @@ def build_next_with_update_norm(process) -> tff.Computation:
   @tff.federated_computation(state_type, data_type)
   def next_with_update_norm(state, client_data):
     output = process.next(state, client_data)
-    norm = tff.federated_map(update_norm, (
-        tff.federated_map(get_weights, state),
-        tff.federated_map(get_weights, output.state)))
-    return output.state, output.metrics, norm
+    old = tff.federated_map(get_weights, state)
+    new = tff.federated_map(get_weights, output.state)
+    norm = tff.federated_map(update_norm, (old, new))
+    if statistic is None:
+      return output.state, output.metrics, norm
+    return (output.state, output.metrics, norm,
+            tff.federated_map(statistic, (old, new)))
 
   return next_with_update_norm
 
@@ -149,9 +154,13 @@ class ResidentProcess:
     python_state = resident.materialize(state)
   """
 
-  def __init__(self, process, *, context=None):
+  def __init__(self, process, *, context=None, statistic=None):
+    """`statistic`: see `build_next_with_update_norm`; each round's value is
+    `last_statistic` after `next`."""
     self._process = process
-    self._next = build_next_with_update_norm(process)
+    self._next = build_next_with_update_norm(process, statistic)
+    self._with_statistic = statistic is not None
+    self.last_statistic = None
     self._state_type, self._data_type = self._next.type_signature.parameter
     self._result_type = self._next.type_signature.result
     self._names = [name for name, _ in
@@ -182,7 +191,8 @@ class ResidentProcess:
     client_data = list(client_data)
     if not self.keeps_state_in_worker:
       state = self.materialize(state)
-      new_state, metrics, norm = self._next(state, client_data)
+      new_state, metrics, norm, *statistic = self._next(state, client_data)
+      self.last_statistic = statistic[0] if statistic else None
       return new_state, metrics, float(norm)
     return self._run(self._next_async(state, client_data))
 
@@ -240,6 +250,9 @@ class ResidentProcess:
       new_state = await executor.create_selection(result, 0)
       metrics = await (await executor.create_selection(result, 1)).compute()
       norm = await (await executor.create_selection(result, 2)).compute()
+      self.last_statistic = (
+          await (await executor.create_selection(result, 3)).compute()
+          if self._with_statistic else None)
     except Exception:
       factory.clean_up_executor(dict(cardinalities))
       self._functions.pop(id(executor), None)

@@ -1,0 +1,143 @@
+"""Tests of canary clients inside training (--canaries)."""
+
+import os
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+import tensorflow as tf
+
+from dpftrl_tff import canaries as canaries_lib
+from dpftrl_tff import console
+from dpftrl_tff import data
+from dpftrl_tff import learning_process
+from dpftrl_tff import privacy_report
+from dpftrl_tff import strict_json
+from tests import training_test
+
+
+def _directions(canaries, ks, dimension):
+  return np.stack([canaries_lib._flat_direction(  # pylint: disable=protected-access
+      tf.constant(canaries.seed, tf.int64), tf.constant(k, tf.int64),
+      dimension).numpy().astype(np.float64) for k in ks])
+
+
+class MarkingTest(absltest.TestCase):
+
+  def test_marked_key_yields_one_marker_batch(self):
+    real = tf.data.Dataset.from_tensors(
+        (tf.ones([2, 3], tf.int64), tf.ones([2, 3], tf.int64)))
+    key = canaries_lib.mark_key(data.client_round_key(7, 'client:a'), 12)
+    batches = list(canaries_lib.mark_dataset(real, tf.constant(key), 3))
+    self.assertLen(batches, 1)
+    np.testing.assert_array_equal(batches[0][0], [[-13, -13, -13]])
+    plain = data.client_round_key(7, 'canary5|x')   # A client named so.
+    batches = list(canaries_lib.mark_dataset(real, tf.constant(plain), 3))
+    np.testing.assert_array_equal(batches[0][0], np.ones([2, 3]))
+
+  def test_keys_mark_only_the_canaries_in_cohort_order(self):
+    canaries = canaries_lib.Canaries(count=2, seed=3, norm=1.0,
+                                     client_indices=(4, 1))
+    run = canaries_lib.CanaryRun.__new__(canaries_lib.CanaryRun)
+    run._k_of = {'c4': 0, 'c1': 1}   # pylint: disable=protected-access
+    run.canaries = canaries
+    self.assertEqual(run.keys(['0:c1', '0:c2', '0:c4'], ['c1', 'c2', 'c4']),
+                     ['canary1|0:c1', '0:c2', 'canary0|0:c4'])
+
+  def test_choice_is_a_function_of_the_seed(self):
+    a = canaries_lib.choose(5, seed=9, num_clients=50, norm=2.0)
+    self.assertEqual(a, canaries_lib.choose(5, seed=9, num_clients=50,
+                                            norm=2.0))
+    self.assertLen(set(a.client_indices), 5)
+    self.assertNotEqual(a.client_indices, canaries_lib.choose(
+        5, seed=10, num_clients=50, norm=2.0).client_indices)
+
+
+class CanaryTrainingTest(absltest.TestCase):
+
+  def test_canary_update_takes_the_clipped_mean_path(self):
+    # z = 0, no momentum, server lr 1, one round: theta_0 - theta_1 is the
+    # mean over the cohort of the clipped updates, here all canaries:
+    # (C / m) sum_k u_k exactly. Bypassing the clip (norm 100 C), the mean
+    # or the substitution changes it.
+    cache = training_test.cache_dir()
+    num_clients = len(data.load_stackoverflow(cache)[0].client_ids)
+    config = training_test.tiny_config(
+        total_rounds=1, clients_per_round=4, noise_multiplier=0.0,
+        server_momentum=0.0, rounds_per_eval=1,
+        canaries=num_clients - 1)
+    with tempfile.TemporaryDirectory() as d:
+      summary = training_test.train(config, d)
+      final = training_test._weights(d)   # pylint: disable=protected-access
+    model = learning_process.build_keras_model(config)
+    initial = [w.numpy() for w in model.trainable_weights]
+    delta = np.concatenate([np.ravel(a.astype(np.float64) - b)
+                            for a, b in zip(initial, final)])
+    canaries = canaries_lib.choose(
+        config.canaries, seed=config.seed, num_clients=num_clients,
+        norm=canaries_lib.default_norm(config.clip_norm))
+    empirical = summary['empirical_privacy']
+    seen = empirical['canary_participations']
+    self.assertEqual(seen['max'], 1)
+    self.assertEqual(config.canaries - seen['never'], 4)   # All canaries.
+    k_of = canaries.index_of()
+    cohort = config.build_sampler(num_clients).sample(0)
+    chosen = [k_of[int(c)] for c in cohort]   # KeyError: a real client.
+    expected = config.clip_norm / 4 * _directions(
+        canaries, chosen, delta.size).sum(axis=0)
+    np.testing.assert_allclose(delta, expected, atol=1e-6)
+
+  def test_estimate_is_in_summary_report_and_console_and_resumes(self):
+    config = training_test.tiny_config(
+        total_rounds=4, clients_per_round=10, canaries=100,
+        rounds_per_checkpoint=2, rounds_per_eval=4)
+    with tempfile.TemporaryDirectory() as whole, \
+        tempfile.TemporaryDirectory() as resumed:
+      summary = training_test.train(config, whole)
+      self.assertIn('empirical_epsilon', summary['empirical_privacy'])
+      self.assertNotIn('not_estimated', summary['empirical_privacy'],
+                       summary['empirical_privacy'])
+      training_test.train(config, resumed, stop_after_round=2)
+      again = training_test.train(config, resumed)
+      for d in (whole, resumed):
+        self.assertTrue(os.path.exists(os.path.join(d,
+                                                    'empirical_privacy.png')))
+      path = canaries_lib.ROUND_COSINES_FILE
+      np.testing.assert_array_equal(
+          np.fromfile(os.path.join(whole, path), np.float32),
+          np.fromfile(os.path.join(resumed, path), np.float32))
+      self.assertEqual(os.path.getsize(os.path.join(whole, path)),
+                       4 * 200 * 4)   # 4 rounds x 2K float32.
+      report = open(os.path.join(whole, privacy_report.FILE_NAME)).read()
+      saved = strict_json.load(os.path.join(whole, 'summary.json'))
+    empirical = summary['empirical_privacy']
+    self.assertEqual(strict_json.sanitize(empirical),
+                     strict_json.sanitize(again['empirical_privacy']))
+    self.assertEqual(saved['empirical_privacy'],
+                     strict_json.sanitize(empirical))
+    self.assertEqual(empirical['accounted_epsilon'],
+                     summary['privacy']['epsilon'])
+    self.assertEqual(empirical['unseen_canaries'], 100)
+    self.assertIn('all_iterates', empirical)
+    self.assertIn('One-shot empirical estimate', report)
+    self.assertIn('all iterates (max over rounds', report)
+    text = console.summary_text(summary)
+    self.assertIn('Empirical privacy, final model (canary estimate, not a '
+                  'bound)', text)
+    self.assertIn('accounted epsilon (the proven bound): '
+                  f'{summary["privacy"]["epsilon"]:.3f}', text)
+
+  def test_bad_canary_flags_name_the_flag(self):
+    for overrides, text in (
+        (dict(canaries=1), '--canaries'),
+        (dict(canaries=10**6), '--canaries=1000000 must be below'),
+        (dict(canaries=4, canary_norm=-1.0), '--canary_norm'),
+        (dict(canaries=4, workers='localhost:1'), 'leave out --workers')):
+      with self.subTest(overrides=overrides):
+        with self.assertRaisesRegex(ValueError, text):
+          training_test.tiny_config(**overrides).validate(
+              num_train_clients=200)
+
+
+if __name__ == '__main__':
+  absltest.main()
