@@ -171,6 +171,19 @@ class TrainConfig:
   canary_norm: Optional[float] = _field(
       None, 'Norm of a canary update before clipping. Unset: 100 times the '
       '(initial) clip norm, so it is always clipped; without DP, 1.')
+  canary_phrases: int = _field(
+      0, 'Memorization (the secret sharer, Carlini et al. 2019): N random '
+      'phrases of --canary_phrase_length vocabulary words, each inserted '
+      'into the data of --canary_phrase_repeats training clients (from '
+      '--seed); the summary gets each phrase\'s exposure against '
+      '--exposure_candidates random phrases. 0: none.')
+  canary_phrase_repeats: int = _field(
+      1, 'Clients whose data holds each canary phrase.')
+  canary_phrase_length: int = _field(5, 'Words per canary phrase.')
+  exposure_candidates: int = _field(
+      10000, 'Random candidate phrases each canary phrase is ranked among '
+      '(the rank exposure is at most log2 of it plus one; the extrapolated '
+      'one is not capped).')
   seed: Optional[int] = _field(
       None, 'Seed of model init, client sampling and client shuffling. '
       'Unset: random, recorded in hparams.json.')
@@ -253,16 +266,29 @@ class TrainConfig:
 
   def _validate_canaries(self, num_train_clients: Optional[int]):
     checks.check_int(self.canaries, '--canaries', minimum=0)
+    checks.check_int(self.canary_phrases, '--canary_phrases', minimum=0)
+    checks.check_int(self.canary_phrase_repeats, '--canary_phrase_repeats',
+                     minimum=1)
+    checks.check_int(self.canary_phrase_length, '--canary_phrase_length',
+                     minimum=1, maximum=self.sequence_length - 1)
+    checks.check_int(self.exposure_candidates, '--exposure_candidates',
+                     minimum=1)
+    used = self.canaries + self.canary_phrases * self.canary_phrase_repeats
+    if num_train_clients is not None and used and used >= num_train_clients:
+      raise ValueError(
+          f'--canaries={self.canaries} and --canary_phrases='
+          f'{self.canary_phrases} x --canary_phrase_repeats='
+          f'{self.canary_phrase_repeats} need {used} of the '
+          f'{num_train_clients} training clients; leave some real ones.')
+    if self.canary_phrases and self.workers:
+      raise ValueError(f'--canary_phrases={self.canary_phrases} runs on this '
+                       f'machine only; leave out --workers.')
     if self.canary_norm is not None:
       checks.check_float(self.canary_norm, '--canary_norm', minimum=0,
                          strict_minimum=True)
     if not self.canaries:
       return
     checks.check_int(self.canaries, '--canaries', minimum=2)
-    if num_train_clients is not None and self.canaries >= num_train_clients:
-      raise ValueError(
-          f'--canaries={self.canaries} must be below the {num_train_clients} '
-          f'clients of the training split (canaries are clients).')
     if self.workers:
       raise ValueError(f'--canaries={self.canaries} runs on this machine '
                        f'only; leave out --workers.')

@@ -158,6 +158,8 @@ def summary_text(summary: Dict[str, Any]) -> str:
           f'{launch["max_participation"]}): rho-zCDP {launch["zcdp"]:.4g}, '
           f'epsilon {launch["epsilon"]:.3f} at delta {launch["delta"]:g}')
   lines += empirical_privacy_lines(summary.get('empirical_privacy'))
+  if summary.get('exposure'):
+    lines += exposure_lines(summary['exposure'])
   return '\n'.join(lines)
 
 
@@ -195,3 +197,19 @@ def empirical_privacy_lines(empirical: Optional[Dict[str, Any]]
                + ('none (no DP)' if accounted is None
                   else number(accounted, '.3f')))
   return lines
+
+
+def exposure_lines(block: Dict[str, Any]) -> List[str]:
+  """The console's lines for a run's `exposure` block
+  (`dpftrl_tff.exposure`)."""
+  def text(value):
+    return 'none took part' if value is None else number(value, '.2f')
+  return [
+      f'Exposure of {block["phrases"]} canary phrases ({block["repeats"]} '
+      f'client(s) each, {block["phrase_length"]} words; secret sharer, '
+      f'{block["candidates"]} random candidates): mean '
+      f'{text(block["mean_exposure_trained"])} bits by rank (at most '
+      f'{block["max_rank_exposure"]:.2f}), '
+      f'{text(block["mean_extrapolated_exposure_trained"])} extrapolated '
+      f'(log2 of the phrase space: {block["log2_space"]:.1f}); about 1 '
+      'means not memorized.']

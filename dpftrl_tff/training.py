@@ -4,7 +4,9 @@ The TFF learning process (FedAvg with the mechanism's model-update
 aggregation) comes from `learning_process`; `train` runs it: the run
 directory (`run_directory`: identity check, lock, hparams, metrics,
 checkpoints, summary), the round loop (`loop.run_rounds` with a
-`participation` sampler), evaluation (`evaluation`), the privacy spent from
+`participation` sampler; after each round `round_record.RoundRecorder`),
+the empirical privacy probes (`probes`: canaries and canary phrases),
+evaluation (`evaluation`), the privacy spent from
 the run's own participation log (`run_privacy`) and the privacy report, and
 the run's provenance. A resumed run ends with the same model as an
 uninterrupted one: the cohort and client shuffling of round t are functions
@@ -19,21 +21,20 @@ import os
 from typing import Any, Callable, Dict, List, Optional
 
 from absl import logging
-import numpy as np
 import tree
 
 from dpftrl_tff import accounting
 from dpftrl_tff import canaries as canaries_lib
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import data
-from dpftrl_tff import divergence
 from dpftrl_tff import evaluation
 from dpftrl_tff import learning_process
 from dpftrl_tff import loop
 from dpftrl_tff import participation
 from dpftrl_tff import pretrained
 from dpftrl_tff import privacy_report
-from dpftrl_tff import progress
+from dpftrl_tff import round_record
+from dpftrl_tff import probes as probes_lib
 from dpftrl_tff import provenance
 from dpftrl_tff import run_directory
 from dpftrl_tff import run_privacy
@@ -46,54 +47,6 @@ HPARAMS_FILE = run_directory.HPARAMS_FILE
 METRICS_FILE = run_directory.METRICS_FILE
 SUMMARY_FILE = run_directory.SUMMARY_FILE
 FINAL_WEIGHTS_FILE = run_directory.FINAL_WEIGHTS_FILE
-
-def _short(value: float) -> str:
-  """A loss for the progress line: 4 decimals, or 4 digits when huge."""
-  return f'{value:.4f}' if abs(value) < 1e4 else f'{value:.4g}'
-
-
-def _round_row(config, result: loop.RoundResult, clip_in_force,
-               canaries_in_cohort: int = 0):
-  """The metrics.csv row of one round; returns (row, clip for next round).
-
-  Canary clients (--canaries) train nothing, so they are not counted among
-  the clients whose update TFF zeroed.
-  """
-  flat: Dict[str, float] = {}
-  evaluation.flatten_metrics('', result.metrics, flat)
-  train_metrics = result.metrics['client_work']['train']
-  row: Dict[str, Any] = {
-      'round': result.round_num + 1,
-      'train_loss': float(train_metrics['loss']),
-      'train_in_vocab_accuracy': float(train_metrics['in_vocab_accuracy']),
-      'server_update_norm': result.update_norm,
-      'round_seconds': result.seconds,
-      'nonfinite_clients': divergence.nonfinite_clients(
-          len(result.cohort) - canaries_in_cohort,
-          train_metrics.get('num_clients')),
-      'server_update_rejected': flat.get('finalizer/update_non_finite'),
-  }
-  for key, value in flat.items():
-    if key.startswith('aggregator/'):
-      row[key.replace('/', '_')] = value
-    if key.endswith('dp_query_metrics/current_clip') or key.endswith(
-        'dp_query_metrics/tree_agg_dpftrl_clip'):
-      # TFF reports the clip in force after the round (for the next one).
-      row['clip_norm_in_force'] = clip_in_force
-      clip_in_force = value
-    if key.endswith('dp_query_metrics/estimate_clip'):
-      row['clip_norm_estimate'] = value
-    for name in ('bits_per_parameter', 'rounding_retries',
-                 'rounding_failures', 'integer_sum_bound', 'wraparounds',
-                 'decode_error_l2'):
-      if key.endswith('/' + name):
-        row['secagg_' + name] = value
-  if 'clip_norm_in_force' in row:
-    row['clip_norm_next_round'] = clip_in_force
-  if result.participation is not None:
-    row.update(result.participation.as_row())
-  return row, clip_in_force
-
 
 def _changed_learning_rates(config: TrainConfig,
                             previous: Optional[Dict]) -> Dict[str, List]:
@@ -198,29 +151,6 @@ def _record_blt(config: TrainConfig, run_dir, print_fn):
   print_fn(f'BLT noise: {blt} (in {path}).')
 
 
-def _choose_canaries(config: TrainConfig, num_clients: int
-                     ) -> Optional[canaries_lib.Canaries]:
-  """The run's canary clients (--canaries), a function of its seed."""
-  if not config.canaries:
-    return None
-  clip = registry.get(config.aggregator).initial_clip(config)
-  return canaries_lib.choose(
-      config.canaries, seed=config.seed, num_clients=num_clients,
-      norm=(canaries_lib.default_norm(clip) if config.canary_norm is None
-            else config.canary_norm))
-
-
-def _empirical_privacy(canary_run, weights, log, privacy, run_dir) -> Dict:
-  """summary.json's `empirical_privacy` at the run's delta (the accounting
-  default without DP) and empirical_privacy.png."""
-  delta = privacy['delta'] if privacy else accounting.DEFAULT_DELTA
-  indices = list(canary_run.canaries.client_indices)
-  return canary_run.finish(
-      [np.asarray(w) for w in weights], log.counts[indices], delta,
-      plot_path=run_dir.file('empirical_privacy.png'),
-      accounted_epsilon=privacy['epsilon'] if privacy else None)
-
-
 def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
           output_dir: str, data_description: Optional[Dict] = None,
           stop_after_round: Optional[int] = None,
@@ -317,7 +247,7 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
       eval_data, vocab, num_examples=config.num_eval_examples,
       sequence_length=config.sequence_length)
   _pin_saved_blt(config, run_dir)
-  chosen = _choose_canaries(config, len(train_data.client_ids))
+  chosen = probes_lib.choose_canaries(config, len(train_data.client_ids))
   process = learning_process.build_learning_process(config, chosen)
   # Built after TFF has traced its graphs: Keras invalidates models made
   # before a tf.compat.v1 graph builds layers.
@@ -338,23 +268,22 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
       print_fn(f'Resuming {run_dir.path} from round {start_round}.')
       state = _set_changed_learning_rates(process, state, config, previous,
                                           start_round, print_fn)
-  canary_run = chosen and canaries_lib.CanaryRun(
-      chosen, client_ids=list(train_data.client_ids),
-      sequence_length=config.sequence_length,
+  probes = probes_lib.Probes(
+      config, chosen, client_ids=train_data.client_ids, vocab=vocab,
       initial_weights=initial_trainable,
       weights_type=process.get_model_weights.type_signature.result,
       cosines_path=run_dir.file(canaries_lib.ROUND_COSINES_FILE),
       start_round=start_round)
   # TFF's workers build the cohort's datasets from their client round keys.
   by_client_id = learning_process.taking_client_ids(
-      process, train_data, preprocess, canary_run and canary_run.mark)
+      process, train_data, preprocess, probes.mark)
   # Locally, the state stays in TFF's worker between rounds
   # (tff_compat.resident); with --workers, rounds run across them.
   runner = learning_process.build_runner(
       config, by_client_id or process, train_data=train_data,
       by_client_id=by_client_id is not None,
       database=(data_description or {}).get('database'), print_fn=print_fn,
-      statistic=canary_run and canary_run.statistic)
+      statistic=probes.statistic)
   hparams = dict(dataclasses.asdict(config), data=data_description or {})
   hparams[run_directory.PROVENANCE_KEY] = (
       (previous or {}).get(run_directory.PROVENANCE_KEY, []) +
@@ -376,87 +305,30 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
 
   def client_data_fn(round_num, cohort):
     seed = participation.round_seed(config.seed, round_num) if shuffle else 0
-    keys = [data.client_round_key(seed, c) for c in cohort]
-    if canary_run:
-      keys = canary_run.keys(keys, cohort)
+    keys = probes.keys([data.client_round_key(seed, c) for c in cohort],
+                       cohort)
     if by_client_id is not None:
       return keys
-    return [data.build_client_dataset(train_data, preprocess, k,
-                                      canary_run and canary_run.mark)
+    return [data.build_client_dataset(train_data, preprocess, k, probes.mark)
             for k in keys]
 
-  clip_in_force = registry.get(config.aggregator).initial_clip(config)
-  if writer.rows and writer.rows[-1].get('clip_norm_next_round'):
-    clip_in_force = float(writer.rows[-1]['clip_norm_next_round'])
-  last_eval: Dict[str, float] = {}
-  watch = divergence.ExplosionWatch(
-      lambda message: print_fn(f'warning: {message}'),
-      divergence.first_loss(writer.rows))
-  last_done = start_round
   end_round = config.total_rounds
   if stop_after_round is not None:
     end_round = min(end_round, stop_after_round)
-  bar = progress.Progress(
-      config.total_rounds, start_round, stream=progress_stream,
-      print_fn=None if print_fn is print else print_fn)
+  recorder = round_record.RoundRecorder(
+      config, run_dir=run_dir, writer=writer, process=process,
+      runner=runner, evaluation_model=eval_model, evaluator=evaluator,
+      probes=probes, start_round=start_round, end_round=end_round,
+      print_fn=print_fn, progress_stream=progress_stream)
   started = datetime.datetime.now()
-
-  def on_round(new_state, result: loop.RoundResult):
-    nonlocal clip_in_force, last_eval, last_done
-    canaries_in_cohort = canary_run.count(result.cohort) if canary_run else 0
-    row, clip_in_force = _round_row(config, result, clip_in_force,
-                                    canaries_in_cohort)
-    done = result.round_num + 1
-    try:
-      divergence.check_round(
-          done, train_loss=row['train_loss'],
-          update_norm=result.update_norm,
-          cohort_size=len(result.cohort) - canaries_in_cohort,
-          nonfinite=row['nonfinite_clients'],
-          server_rejected=row['server_update_rejected'],
-          checkpoint_round=run_dir.latest_checkpoint_round())
-    except divergence.DivergenceError:
-      writer.write(row)   # The diverged round stays visible (as nan).
-      raise
-    watch.update(done, row['train_loss'])
-    if canary_run:
-      canary_run.record(row, result.cohort, runner.last_statistic)
-    evaluated = (done % config.rounds_per_eval == 0 or
-                 done == config.total_rounds)
-    if evaluated:
-      process.get_model_weights(runner.materialize(new_state)
-                               ).assign_weights_to(eval_model)
-      last_eval = evaluator()
-      row['eval_loss'] = last_eval['loss']
-      row['eval_in_vocab_accuracy'] = last_eval['in_vocab_accuracy']
-    writer.write(row)
-    if done % config.rounds_per_checkpoint == 0 or done == end_round:
-      leaves = tree.flatten(runner.materialize(new_state))
-      divergence.check_state(leaves, done)
-      run_dir.save_checkpoint(leaves, done)
-      writer.plot()
-    last_done = done
-    eval_text = (f' eval_acc {row["eval_in_vocab_accuracy"]:.4f}'
-                 if evaluated else '')
-    bar.update(done, result.seconds,
-               f'loss {_short(row["train_loss"])} '
-               f'acc {row["train_in_vocab_accuracy"]:.4f}{eval_text}',
-               force=evaluated)
-
-  def stop_note():
-    checkpoint = run_dir.latest_checkpoint_round()
-    kept = (f'it keeps its last checkpoint (round {checkpoint})' if
-            checkpoint else 'it has no checkpoint yet')
-    return (f'the run stopped after round {last_done} of '
-            f'{config.total_rounds}; {kept}: re-run the same command to '
-            f'resume.')
+  stop_note = recorder.stop_note
 
   runtime.set_stop_note(stop_note)
   try:
     state = loop.run_rounds(
         runner=runner, sampler=sampler, client_ids=client_ids, log=log,
         client_data_fn=client_data_fn, state=state, start_round=start_round,
-        end_round=end_round, on_round=on_round)
+        end_round=end_round, on_round=recorder)
   except KeyboardInterrupt:
     raise KeyboardInterrupt(stop_note()) from None
   except workers_lib.WorkerError as e:
@@ -471,11 +343,11 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
         f'it.', e.workers) from None
   finally:
     runtime.set_stop_note(None)
-    bar.close()
+    recorder.close()
   weights = process.get_model_weights(runner.materialize(state)).trainable
   run_dir.write_final_weights(weights)
   summary = dict(rounds=end_round, total_rounds=config.total_rounds,
-                 final_eval=last_eval,
+                 final_eval=recorder.last_eval,
                  unigram_baseline_accuracy=evaluator.unigram_baseline(),
                  privacy=run_privacy.privacy_spent(config, end_round, log,
                                                    sampler),
@@ -485,9 +357,15 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
                      observed_min_separation=log.min_separation,
                      participations_histogram=log.histogram().tolist()),
                  seconds=(datetime.datetime.now() - started).total_seconds())
-  if canary_run:
-    summary['empirical_privacy'] = _empirical_privacy(
-        canary_run, weights, log, summary['privacy'], run_dir)
+
+  def final_model():
+    process.get_model_weights(runner.materialize(state)).assign_weights_to(
+        eval_model)
+    return eval_model
+
+  probes.finish(summary, final_weights=weights, counts=log.counts,
+                plot_path=run_dir.file('empirical_privacy.png'),
+                final_model=final_model)
   run_dir.write_summary(summary)
   run_directory.write_text_atomic(
       run_dir.file(privacy_report.FILE_NAME),

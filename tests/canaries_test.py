@@ -1,5 +1,6 @@
 """Tests of canary clients inside training (--canaries)."""
 
+import math
 import os
 import tempfile
 
@@ -10,6 +11,7 @@ import tensorflow as tf
 from dpftrl_tff import canaries as canaries_lib
 from dpftrl_tff import console
 from dpftrl_tff import data
+from dpftrl_tff import exposure
 from dpftrl_tff import learning_process
 from dpftrl_tff import privacy_report
 from dpftrl_tff import strict_json
@@ -90,6 +92,7 @@ class CanaryTrainingTest(absltest.TestCase):
   def test_estimate_is_in_summary_report_and_console_and_resumes(self):
     config = training_test.tiny_config(
         total_rounds=4, clients_per_round=10, canaries=100,
+        canary_phrases=3, canary_phrase_repeats=20, exposure_candidates=500,
         rounds_per_checkpoint=2, rounds_per_eval=4)
     with tempfile.TemporaryDirectory() as whole, \
         tempfile.TemporaryDirectory() as resumed:
@@ -126,11 +129,42 @@ class CanaryTrainingTest(absltest.TestCase):
                   'bound)', text)
     self.assertIn('accounted epsilon (the proven bound): '
                   f'{summary["privacy"]["epsilon"]:.3f}', text)
+    # The phrases (on other clients than the canaries) and their exposure.
+    block = summary['exposure']
+    self.assertEqual(strict_json.sanitize(block),
+                     strict_json.sanitize(again['exposure']))
+    self.assertEqual((block['phrases'], block['repeats'],
+                      block['candidates']), (3, 20, 500))
+    self.assertAlmostEqual(block['max_rank_exposure'], math.log2(501))
+    for row in block['per_phrase']:
+      self.assertBetween(row['exposure'], 0.0, math.log2(501))
+      self.assertBetween(row['rank'], 1, 501)
+    cache = training_test.cache_dir()
+    num_clients = len(data.load_stackoverflow(cache)[0].client_ids)
+    canaries = canaries_lib.choose(100, seed=config.seed,
+                                   num_clients=num_clients, norm=1.0)
+    phrases = exposure.choose(
+        3, repeats=20, length=5, seed=config.seed, num_clients=num_clients,
+        num_words=len(data.load_vocab(cache, config.vocab_size)),
+        exclude=canaries.client_indices)
+    sampler = config.build_sampler(num_clients)
+    cohorts = [set(int(c) for c in sampler.sample(r)) for r in range(4)]
+    self.assertEqual(
+        [r['participations'] for r in block['per_phrase']],
+        [sum(len(cohort & set(group)) for cohort in cohorts)
+         for group in phrases.clients])
+    self.assertIn('Exposure of 3 canary phrases (20 client(s) each', text)
 
   def test_bad_canary_flags_name_the_flag(self):
     for overrides, text in (
         (dict(canaries=1), '--canaries'),
-        (dict(canaries=10**6), '--canaries=1000000 must be below'),
+        (dict(canaries=10**6), '--canaries=1000000 .* need 1000000 of the '
+         '200 training clients'),
+        (dict(canary_phrases=50, canary_phrase_repeats=4),
+         '--canary_phrase_repeats=4 need 200 of the 200'),
+        (dict(canary_phrase_length=20), '--canary_phrase_length'),
+        (dict(canary_phrases=2, workers='localhost:1'),
+         'leave out --workers'),
         (dict(canaries=4, canary_norm=-1.0), '--canary_norm'),
         (dict(canaries=4, workers='localhost:1'), 'leave out --workers')):
       with self.subTest(overrides=overrides):
