@@ -81,7 +81,9 @@ def run():
     lines.append(
         f'{name:8s} accuracy '
         f'{console.number(summary["final_eval"].get("in_vocab_accuracy"))}'
-        f', epsilon {console.number(epsilon, ".3g")}: mean exposure '
+        f', epsilon '
+        f'{"none (no DP)" if epsilon is None else console.number(epsilon, ".3g")}'
+        f': mean exposure '
         f'{console.number(block["mean_exposure_trained"], ".2f")} by rank '
         f'(at most {block["max_rank_exposure"]:.2f}), '
         f'{console.number(block["mean_extrapolated_exposure_trained"], ".2f")}'
