@@ -24,7 +24,7 @@ demo: $(STAMP)
 	$(PY) -m experiments.run_stackoverflow --flagfile=configs/demo.flags $(ARGS)
 
 test: $(STAMP)
-	$(PY) -m pytest tests -q -p no:cacheprovider -n 2 --dist loadscope
+	$(PY) -m pytest tests -q -p no:cacheprovider -n 3 --dist loadscope
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.accounting_speed
