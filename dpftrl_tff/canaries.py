@@ -48,6 +48,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from dpftrl_tff import data
 from dpftrl_tff import empirical_privacy
 
 _PREFIX = 'canary'
@@ -90,11 +91,6 @@ def choose(count: int, *, seed: int, num_clients: int,
                   client_indices=tuple(int(i) for i in indices))
 
 
-def mark_key(key: str, k: int) -> str:
-  """The client round key of canary k (see module doc)."""
-  return f'{_PREFIX}{int(k)}|{key}'
-
-
 def mark_dataset(dataset, key, sequence_length: int):
   """`dataset`, or for a marked key one marker batch of canary k.
 
@@ -103,12 +99,7 @@ def mark_dataset(dataset, key, sequence_length: int):
     key: the client round key, a string tensor.
     sequence_length: L, the width of a batch.
   """
-  is_canary = tf.strings.regex_full_match(key, _PREFIX + r'[0-9]+\|.*')
-  k = tf.cond(
-      is_canary,
-      lambda: tf.strings.to_number(tf.strings.regex_replace(
-          key, '^' + _PREFIX + r'([0-9]+)\|.*$', r'\1'), tf.int64),
-      lambda: tf.constant(-1, tf.int64))
+  is_canary, k = data.round_key_mark(key, _PREFIX, unmarked=-1)
   marker = tf.fill([1, sequence_length], -(k + 1))
   markers = tf.data.Dataset.from_tensors((marker, marker))
   return dataset.filter(lambda *_: tf.logical_not(is_canary)).concatenate(
@@ -317,8 +308,7 @@ class CanaryRun:
 
   def keys(self, keys: Sequence[str], cohort: Sequence[str]) -> List[str]:
     """The cohort's round keys, canaries' marked."""
-    return [mark_key(key, self._k_of[c]) if c in self._k_of else key
-            for key, c in zip(keys, cohort)]
+    return data.mark_round_keys(keys, cohort, self._k_of, _PREFIX)
 
   def count(self, cohort: Sequence[str]) -> int:
     """The canaries in a cohort (of client ids)."""

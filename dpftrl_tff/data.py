@@ -18,7 +18,7 @@ batches of `batch_size`, `num_epochs` local epochs.
 import collections
 import os
 import sqlite3
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -369,6 +369,26 @@ def client_round_key(round_seed: int, client_id: str) -> str:
   fingerprint of the whole key, a function of (seed, round, client).
   """
   return f'{int(round_seed)}{_KEY_SEPARATOR}{client_id}'
+
+
+def mark_round_keys(keys: Sequence[str], cohort: Sequence[str],
+                    index_of: Dict[str, int], prefix: str) -> List[str]:
+  """`keys` with those of the clients in `index_of` marked
+  '<prefix><index>|<key>' (the probes' clients; see `round_key_mark`)."""
+  return [f'{prefix}{int(index_of[c])}|{key}' if c in index_of else key
+          for key, c in zip(keys, cohort)]
+
+
+def round_key_mark(key, prefix: str, unmarked: int):
+  """(is marked, index) tensors of a round key tensor `mark_round_keys`
+  may have marked with `prefix`; index `unmarked` when it is not."""
+  is_marked = tf.strings.regex_full_match(key, prefix + r'[0-9]+\|.*')
+  index = tf.cond(
+      is_marked,
+      lambda: tf.strings.to_number(tf.strings.regex_replace(
+          key, '^' + prefix + r'([0-9]+)\|.*$', r'\1'), tf.int64),
+      lambda: tf.constant(unmarked, tf.int64))
+  return is_marked, index
 
 
 def _split_key(key):

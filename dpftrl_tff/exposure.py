@@ -30,6 +30,9 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 from scipy import special
+import tensorflow as tf
+
+from dpftrl_tff import data
 
 _PREFIX = 'phrase'
 _STREAM = 0x5EC12E7
@@ -67,10 +70,6 @@ def choose(count: int, *, repeats: int, length: int, seed: int,
       num_words=num_words)
 
 
-def mark_key(key: str, j: int) -> str:
-  return f'{_PREFIX}{int(j)}|{key}'
-
-
 def sentence_ids(words: np.ndarray, *, bos: int, eos: int,
                  sequence_length: int) -> Tuple[np.ndarray, np.ndarray]:
   """(x, y) of phrases as the data pipeline makes sentences: rows of
@@ -93,16 +92,11 @@ def mark_dataset(dataset, key, phrase_x, phrase_y):
 
   Args:
     dataset: a client's (x, y) batches.
-    key: its client round key (string tensor), maybe `mark_key`ed.
+    key: its client round key (string tensor), maybe marked
+      (`data.mark_round_keys`).
     phrase_x, phrase_y: `sentence_ids` of all phrases ([N, L] int64).
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  is_phrase = tf.strings.regex_full_match(key, _PREFIX + r'[0-9]+\|.*')
-  j = tf.cond(
-      is_phrase,
-      lambda: tf.strings.to_number(tf.strings.regex_replace(
-          key, '^' + _PREFIX + r'([0-9]+)\|.*$', r'\1'), tf.int64),
-      lambda: tf.constant(0, tf.int64))
+  is_phrase, j = data.round_key_mark(key, _PREFIX, unmarked=0)
   extra = tf.data.Dataset.from_tensors(
       (tf.gather(tf.constant(phrase_x), j)[tf.newaxis],
        tf.gather(tf.constant(phrase_y), j)[tf.newaxis]))
@@ -214,8 +208,7 @@ class PhraseRun:
                                     eos=eos, sequence_length=sequence_length)
 
   def keys(self, keys: Sequence[str], cohort: Sequence[str]) -> List[str]:
-    return [mark_key(key, self._j_of[c]) if c in self._j_of else key
-            for key, c in zip(keys, cohort)]
+    return data.mark_round_keys(keys, cohort, self._j_of, _PREFIX)
 
   def mark(self, dataset, key):
     return mark_dataset(dataset, key, self._x, self._y)

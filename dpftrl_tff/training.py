@@ -257,7 +257,9 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
                       pretrained.load_weights(config.initial_weights),
                       config.initial_weights)
   state = learning_process.initial_state(process, config, eval_model)
-  initial_trainable = process.get_model_weights(state).trainable
+  # theta_0 for the canaries' final-model statistic.
+  initial_trainable = (process.get_model_weights(state).trainable
+                       if chosen else None)
   evaluator = evaluation.Evaluator(eval_model, eval_dataset, config.vocab_size)
   start_round = 0
   if previous is not None:

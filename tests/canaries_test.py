@@ -29,7 +29,8 @@ class MarkingTest(absltest.TestCase):
   def test_marked_key_yields_one_marker_batch(self):
     real = tf.data.Dataset.from_tensors(
         (tf.ones([2, 3], tf.int64), tf.ones([2, 3], tf.int64)))
-    key = canaries_lib.mark_key(data.client_round_key(7, 'client:a'), 12)
+    key = data.mark_round_keys([data.client_round_key(7, 'client:a')],
+                               ['client:a'], {'client:a': 12}, 'canary')[0]
     batches = list(canaries_lib.mark_dataset(real, tf.constant(key), 3))
     self.assertLen(batches, 1)
     np.testing.assert_array_equal(batches[0][0], [[-13, -13, -13]])

@@ -8,6 +8,7 @@ import numpy as np
 from scipy import stats
 import tensorflow as tf
 
+from dpftrl_tff import data
 from dpftrl_tff import exposure
 
 _BOS, _EOS, _SEQ = 7, 8, 6   # Words 1..5 (V = 5), pad 0, OOV 6.
@@ -77,7 +78,8 @@ class ExposureTest(absltest.TestCase):
     real = tf.data.Dataset.from_tensors(
         (tf.ones([2, _SEQ], tf.int64), tf.ones([2, _SEQ], tf.int64)))
     marked = list(exposure.mark_dataset(
-        real, tf.constant(exposure.mark_key('3:c', 1)), x, y))
+        real, tf.constant(data.mark_round_keys(
+            ['3:c'], ['c'], {'c': 1}, 'phrase')[0]), x, y))
     self.assertLen(marked, 2)
     np.testing.assert_array_equal(marked[1][0], x[1:2])
     np.testing.assert_array_equal(marked[1][1], y[1:2])
