@@ -52,6 +52,7 @@ client of 5 or 250 sentences, so their share of the round depends on this;
       [--workers=host:port,... | --start_workers=1,2] [--subrounds=0]
 """
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -236,19 +237,21 @@ def _run_case(case, clients, rounds):
   from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
 
   train_data, _, _ = data.load_stackoverflow(_cache_dir())
+  aggregator = {'tff_dp_ftrl': 'dp_ftrl', 'tff_secagg': 'dp_ftrl',
+                'tff_adaptive': 'dp_ftrl_adaptive', 'agg_dp_ftrl': 'dp_ftrl',
+                'agg_secagg': 'dp_ftrl', 'agg_adaptive': 'dp_ftrl_adaptive',
+                'tff_blt': 'dp_ftrl_blt', 'agg_blt': 'dp_ftrl_blt',
+                }.get(case, 'none')
+  blt = (dict(total_rounds=930, blt_min_separation=212,
+              blt_max_participation=4)   # The BLT of the de-DE setting.
+         if case.endswith('_blt') else {})
   config = training.TrainConfig(
       clients_per_round=clients, vocab_size=_VOCAB.value,
       latent_size=_LATENT.value, embedding_size=_EMBEDDING.value,
-      aggregator={'tff_dp_ftrl': 'dp_ftrl', 'tff_secagg': 'dp_ftrl',
-                  'tff_adaptive': 'dp_ftrl_adaptive', 'agg_dp_ftrl': 'dp_ftrl',
-                  'agg_secagg': 'dp_ftrl', 'agg_adaptive': 'dp_ftrl_adaptive',
-                  'tff_blt': 'dp_ftrl_blt', 'agg_blt': 'dp_ftrl_blt',
-                  }.get(case, 'none'),
+      aggregator=aggregator,
       secagg=case in ('tff_secagg', 'agg_secagg'), secagg_scale=1024.0,
-      noise_multiplier=0.3, clip_norm=1.0, seed=0, debug_measurements=False)
-  if case.endswith('_blt'):   # The BLT of the de-DE setting.
-    config.total_rounds, config.blt_min_separation = 930, 212
-    config.blt_max_participation = 4
+      noise_multiplier=0.0 if aggregator == 'none' else 0.3, clip_norm=1.0,
+      seed=0, debug_measurements=False, **blt)
   if case.startswith('agg_'):
     return _run_aggregation_case(case, clients, rounds, config)
   vocab = data.load_vocab(_cache_dir(), config.vocab_size)
@@ -310,7 +313,8 @@ def _run_case(case, clients, rounds):
     cohorts = [[data.client_round_key(0, c) for c in ids]
                for ids in cohort_ids]
     if _WORKERS.value:
-      config.workers, config.subrounds = _WORKERS.value, _SUBROUNDS.value
+      config = dataclasses.replace(config, workers=_WORKERS.value,
+                                   subrounds=_SUBROUNDS.value)
       kept = learning_process.build_runner(
           config, process, train_data=train_data, by_client_id=True,
           database=data.database_path(os.path.abspath(_cache_dir())),

@@ -72,7 +72,6 @@ def run(config, *, dimension: int, canaries: int, population: int,
   import tensorflow as tf
   import tensorflow_federated as tff
   from dpftrl_tff import learning_process
-  from dpftrl_tff import training
   # pylint: enable=g-import-not-at-top
   if canaries < 2:
     raise ValueError(f'--canaries must be >= 2, got {canaries}.')
@@ -88,7 +87,8 @@ def run(config, *, dimension: int, canaries: int, population: int,
   scale = clip if clip else 1.0   # No clip (no DP): unit updates.
   canary_norm = 2.0 * scale if canary_norm is None else canary_norm
   update_norm = scale if update_norm is None else update_norm
-  training.plan_blt(config, population)
+  if mechanism.run_parameters is not None:   # The BLT's planned MinS, MaxP.
+    config = mechanism.run_parameters.plan(config, population)
   learning_process.prepare_execution(config)   # SecAgg's secure sums need TFF's
                                        # test context, as in training.
   factory = mechanism.build_factory(

@@ -31,9 +31,15 @@ def _timer(name: str):
   return settings.same_setting(participation_lib.TimerSettings, name)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class TrainConfig:
-  """Everything that defines a training run (written to hparams.json)."""
+  """Everything that defines a training run (written to hparams.json).
+
+  Frozen and validated when made (`validate`: every error names its flag),
+  so code below takes its values as checked; a changed value is a new
+  config (`dataclasses.replace`, validated again). What depends on the data
+  (the number of training clients) is checked by `check_data`.
+  """
   total_rounds: int = _field(
       100, 'Number of training rounds T (may be raised to extend a run, '
       'never lowered below the rounds already run).', resumable=True)
@@ -202,6 +208,11 @@ class TrainConfig:
   debug_measurements: bool = _field(
       True, 'Record client update norm statistics (simulation '
       'diagnostics).')
+  # Resolved at run time by the mechanism (`registry.Mechanism.run_file`),
+  # not a setting: no flag, not in hparams.json. A resumed dp_ftrl_blt run's
+  # BLT, read back from its blt.json.
+  resolved_blt: Optional[Any] = dataclasses.field(
+      default=None, metadata=dict(derived=True))
 
   def adaptive_arguments(self) -> Dict[str, Any]:
     """Algorithm 1's arguments, as the adaptive factory takes them."""
@@ -212,15 +223,14 @@ class TrainConfig:
                 restart_warmup=self.restart_warmup,
                 restart_frequency=self.restart_frequency)
 
-  def validate(self, num_train_clients: Optional[int] = None):
-    """Raises ValueError naming the flag for any bad value."""
+  def __post_init__(self):
+    self.validate()
+
+  def validate(self):
+    """Raises ValueError naming the flag for any bad value (run when the
+    config is made; data-dependent checks are `check_data`'s)."""
     checks.check_int(self.total_rounds, '--total_rounds', minimum=1)
     checks.check_int(self.clients_per_round, '--clients_per_round', minimum=1)
-    if num_train_clients is not None and (self.clients_per_round >
-                                          num_train_clients):
-      raise ValueError(
-          f'--clients_per_round={self.clients_per_round} is larger than the '
-          f'{num_train_clients} clients of the training split.')
     for name in ('client_lr', 'server_lr'):
       checks.check_float(getattr(self, name), f'--{name}', minimum=0,
                          strict_minimum=True)
@@ -244,8 +254,7 @@ class TrainConfig:
     if self.min_sep_groups is not None:
       checks.check_int(self.min_sep_groups, '--min_sep_groups', minimum=1)
     if self.participation == 'timer':
-      self.timer_settings().validate(num_train_clients,
-                                     self.clients_per_round)
+      self.timer_settings().validate(None, self.clients_per_round)
     checks.check_int(self.launch_report_goal, '--launch_report_goal',
                      minimum=1)
     if self.launch_population is not None:
@@ -254,7 +263,7 @@ class TrainConfig:
     if self.launch_rounds is not None:
       checks.check_int(self.launch_rounds, '--launch_rounds', minimum=1)
     workers.parse_workers(self.workers)
-    self._validate_canaries(num_train_clients)
+    self._validate_canaries()
     checks.check_int(self.subrounds, '--subrounds', minimum=0)
     if self.subrounds and not self.workers:
       raise ValueError(f'--subrounds={self.subrounds} needs --workers (on '
@@ -264,7 +273,25 @@ class TrainConfig:
                        f'unknown; allowed: '
                        f'{", ".join(workers.FAILURE_POLICIES)}.')
 
-  def _validate_canaries(self, num_train_clients: Optional[int]):
+  def check_data(self, num_train_clients: int):
+    """Raises ValueError naming the flag when the run does not fit a
+    training split of `num_train_clients` clients."""
+    if self.clients_per_round > num_train_clients:
+      raise ValueError(
+          f'--clients_per_round={self.clients_per_round} is larger than the '
+          f'{num_train_clients} clients of the training split.')
+    if self.participation == 'timer':
+      self.timer_settings().validate(num_train_clients,
+                                     self.clients_per_round)
+    used = self.canaries + self.canary_phrases * self.canary_phrase_repeats
+    if used and used >= num_train_clients:
+      raise ValueError(
+          f'--canaries={self.canaries} and --canary_phrases='
+          f'{self.canary_phrases} x --canary_phrase_repeats='
+          f'{self.canary_phrase_repeats} need {used} of the '
+          f'{num_train_clients} training clients; leave some real ones.')
+
+  def _validate_canaries(self):
     checks.check_int(self.canaries, '--canaries', minimum=0)
     checks.check_int(self.canary_phrases, '--canary_phrases', minimum=0)
     checks.check_int(self.canary_phrase_repeats, '--canary_phrase_repeats',
@@ -273,13 +300,6 @@ class TrainConfig:
                      minimum=1, maximum=self.sequence_length - 1)
     checks.check_int(self.exposure_candidates, '--exposure_candidates',
                      minimum=1)
-    used = self.canaries + self.canary_phrases * self.canary_phrase_repeats
-    if num_train_clients is not None and used and used >= num_train_clients:
-      raise ValueError(
-          f'--canaries={self.canaries} and --canary_phrases='
-          f'{self.canary_phrases} x --canary_phrase_repeats='
-          f'{self.canary_phrase_repeats} need {used} of the '
-          f'{num_train_clients} training clients; leave some real ones.')
     if self.canary_phrases and self.workers:
       raise ValueError(f'--canary_phrases={self.canary_phrases} runs on this '
                        f'machine only; leave out --workers.')
@@ -312,9 +332,21 @@ def draw_seed() -> int:
   return int(np.random.SeedSequence().generate_state(1)[0] >> 1)
 
 
+def setting_fields(config_class=TrainConfig):
+  """The fields of `config_class` that are settings (a flag each), not
+  values resolved at run time."""
+  return tuple(f for f in dataclasses.fields(config_class)
+               if not f.metadata.get('derived'))
+
+
+def hparams(config: TrainConfig) -> Dict[str, Any]:
+  """The run's settings by name, as hparams.json records them."""
+  return {f.name: getattr(config, f.name) for f in setting_fields()}
+
+
 def resumable_fields():
   """Names of the settings a resumed run may change."""
-  return tuple(f.name for f in dataclasses.fields(TrainConfig)
+  return tuple(f.name for f in setting_fields()
                if f.metadata.get('resumable'))
 
 
@@ -344,7 +376,7 @@ def define_flags(flag_values=None, config_class=TrainConfig, *,
   if enum_values is None:
     enum_values = default_enum_values()
   holders = {}
-  for field in dataclasses.fields(config_class):
+  for field in setting_fields(config_class):
     if only is not None and field.name not in only:
       continue
     help_text = field.metadata.get('help', field.name)

@@ -42,7 +42,7 @@ def _number(text: str):
 
 
 def _check_name(name: str, option: str):
-  allowed = {f.name for f in dataclasses.fields(config_lib.TrainConfig)}
+  allowed = {f.name for f in config_lib.setting_fields()}
   if name in _NOT_AXES:
     raise ValueError(f'{option}: {name} is set by the sweep itself '
                      f'(--seeds, --root_output_dir).')

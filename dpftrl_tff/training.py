@@ -23,7 +23,6 @@ from typing import Any, Callable, Dict, List, Optional
 from absl import logging
 import tree
 
-from dpftrl_tff import accounting
 from dpftrl_tff import canaries as canaries_lib
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import data
@@ -84,71 +83,36 @@ def _set_changed_learning_rates(process, state, config: TrainConfig,
   return process.set_hparams(state, hparams)
 
 
-def plan_blt(config: TrainConfig, num_clients: int):
-  """Fills in the participation a dp_ftrl_blt run's BLT is optimized for.
-
-  Unset --blt_min_separation becomes the participation model's guaranteed
-  MinS (min_sep_groups; its MaxP too when --blt_max_participation is unset),
-  otherwise the best separation N clients allow at report goal m,
-  floor(N / m) - 1, at most T - 1. Deterministic, so a resumed run plans
-  the same BLT.
-  """
-  if config.aggregator != 'dp_ftrl_blt' or config.blt_params is not None:
-    return
-  if config.blt_min_separation is not None:
-    return
-  # The plan does not depend on the seed, which may still be unset here
-  # (it is drawn later, once the run directory is known).
-  planned = dataclasses.replace(
-      config, seed=0 if config.seed is None else config.seed).build_sampler(
-          num_clients).planned(config.total_rounds)
-  if planned is not None:
-    min_sep = planned['min_separation']
-    if config.blt_max_participation is None:
-      config.blt_max_participation = planned['max_participation']
-  else:
-    min_sep = accounting.max_min_separation(num_clients,
-                                            config.clients_per_round)
-  config.blt_min_separation = int(min(min_sep, config.total_rounds - 1))
+def _run_parameters(config: TrainConfig):
+  """The mechanism's `registry.RunParameters`, or None."""
+  return registry.get(config.aggregator).run_parameters
 
 
-def _blt_file(run_dir) -> str:
-  return run_dir.file('blt.json')
-
-
-def _pin_saved_blt(config: TrainConfig, run_dir):
-  """A resumed dp_ftrl_blt run keeps the BLT it started with (blt.json).
-
-  An optimized BLT is taken from the file rather than optimized again (the
-  same up to floating point); a given --blt_params must equal it.
-  """
-  path = _blt_file(run_dir)
-  if config.aggregator != 'dp_ftrl_blt' or not os.path.exists(path):
-    return
+def _restore_run_parameters(config: TrainConfig, run_dir) -> TrainConfig:
+  """`config` with the run-time parameters its run directory keeps."""
+  parameters = _run_parameters(config)
+  if parameters is None:
+    return config
+  path = run_dir.file(parameters.file_name)
+  if not os.path.exists(path):
+    return config
   with open(path) as f:
     saved = json.load(f)
-  saved_blt = accounting.BLT.from_dict(
-      {k: saved[k] for k in ('buf_decay', 'output_scale')}, source=path)
-  if config.blt_params is None:
-    registry.pin_blt(config, saved_blt)
+  try:
+    return parameters.restore(config, saved, path)
+  except ValueError as e:
+    raise run_directory.RunDirectoryError(str(e)) from None
+
+
+def _record_run_parameters(config: TrainConfig, run_dir, print_fn):
+  """Writes the mechanism's run-time parameters (once) and names them."""
+  parameters = _run_parameters(config)
+  if parameters is None:
     return
-  blt = accounting.BLT.load(config.blt_params)
-  if blt != saved_blt:
-    raise run_directory.RunDirectoryError(
-        f'{path} holds the BLT {saved_blt} this run started with, but '
-        f'--blt_params={config.blt_params} is {blt}; resume with the same '
-        f'BLT.')
-
-
-def _record_blt(config: TrainConfig, run_dir, print_fn):
-  """Writes the run's BLT and what it was optimized for to blt.json."""
-  path = _blt_file(run_dir)
-  optimized, blt = registry.optimized_blt(config)
+  path = run_dir.file(parameters.file_name)
   if not os.path.exists(path):
-    value = (optimized.as_dict() if optimized is not None else
-             dict(blt.as_dict(), source=os.path.abspath(config.blt_params)))
-    run_directory.write_json_atomic(path, value)
-  print_fn(f'BLT noise: {blt} (in {path}).')
+    run_directory.write_json_atomic(path, parameters.contents(config))
+  print_fn(parameters.describe(config, path))
 
 
 def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
@@ -179,10 +143,11 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
       that is not the default `print`.
     progress_stream: stream of the progress line (default stdout).
   """
-  config.validate(num_train_clients=len(train_data.client_ids))
+  config.check_data(len(train_data.client_ids))
   # Before anything else: a worker that is down fails the run now.
   workers_lib.check_reachable(workers_lib.parse_workers(config.workers))
-  plan_blt(config, len(train_data.client_ids))
+  if _run_parameters(config) is not None:   # Recorded in hparams.json.
+    config = _run_parameters(config).plan(config, len(train_data.client_ids))
   learning_process.check_memory(config)
   if config.initial_weights is not None:
     # Part of the run's identity: other weights are another run.
@@ -195,9 +160,8 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
     summary = None
     if previous is not None:
       if config.seed is None:
-        config.seed = previous.get('seed')
-      current = dict(dataclasses.asdict(config),
-                     data=data_description or {})
+        config = dataclasses.replace(config, seed=previous.get('seed'))
+      current = dict(config_lib.hparams(config), data=data_description or {})
       resumable = config_lib.resumable_fields()
       if config.allow_changed_learning_rates:
         resumable += config_lib.LEARNING_RATE_FIELDS
@@ -225,7 +189,8 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
                  f'it).')
         return dict(summary, already_finished=True)
     if config.seed is None:
-      config.seed = config_lib.draw_seed()
+      config = dataclasses.replace(config, seed=config_lib.draw_seed())
+    config = _restore_run_parameters(config, run_dir)
     return _train_locked(config, run_dir, previous, train_data=train_data,
                          eval_data=eval_data, vocab=vocab,
                          data_description=data_description,
@@ -246,7 +211,6 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
   eval_dataset = data.build_eval_dataset(
       eval_data, vocab, num_examples=config.num_eval_examples,
       sequence_length=config.sequence_length)
-  _pin_saved_blt(config, run_dir)
   chosen = probes_lib.choose_canaries(config, len(train_data.client_ids))
   process = learning_process.build_learning_process(config, chosen)
   # Built after TFF has traced its graphs: Keras invalidates models made
@@ -286,15 +250,14 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
       by_client_id=by_client_id is not None,
       database=(data_description or {}).get('database'), print_fn=print_fn,
       statistic=probes.statistic)
-  hparams = dict(dataclasses.asdict(config), data=data_description or {})
+  hparams = dict(config_lib.hparams(config), data=data_description or {})
   hparams[run_directory.PROVENANCE_KEY] = (
       (previous or {}).get(run_directory.PROVENANCE_KEY, []) +
       [dict(provenance.provenance(), resumed_from_round=start_round,
             changed_learning_rates=_changed_learning_rates(config,
                                                            previous))])
   run_dir.claim(hparams)   # The run has started: the directory is its own.
-  if config.aggregator == 'dp_ftrl_blt':
-    _record_blt(config, run_dir, print_fn)
+  _record_run_parameters(config, run_dir, print_fn)
 
   client_ids = list(train_data.client_ids)
   sampler = config.build_sampler(len(client_ids))

@@ -17,6 +17,7 @@ the accounted epsilon of the same rounds and participation
       --participation=min_sep_groups --population=400 --canaries=100 --json
 """
 
+import dataclasses
 import sys
 import time
 
@@ -62,8 +63,7 @@ def run():
   from dpftrl_tff import canary_audit
   from dpftrl_tff import tff_compat
   # pylint: enable=g-import-not-at-top
-  config = config_lib.from_flags(_CONFIG)
-  config.validate()
+  config = config_lib.from_flags(_CONFIG)   # Validated (one line a flag).
   if not 0 < _DELTA.value < 1:
     raise ValueError(f'--delta must be in (0, 1), got {_DELTA.value}.')
   if _BOOTSTRAP.value < 0:
@@ -72,7 +72,7 @@ def run():
     console.warn(f'--noise_seed={config.noise_seed} fixes the DP noise: '
                  'the audit then measures a predictable mechanism.')
   if config.seed is None:
-    config.seed = config_lib.draw_seed()
+    config = dataclasses.replace(config, seed=config_lib.draw_seed())
   population = _POPULATION.value or max(
       10 * config.clients_per_round,
       config.clients_per_round + config.canaries)

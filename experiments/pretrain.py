@@ -20,6 +20,7 @@ vocabulary's fingerprint, the model sizes, the corpus, the steps) for
 (checkpoints, resume, refused if it holds another pretraining).
 """
 
+import dataclasses
 import os
 import sys
 
@@ -87,9 +88,8 @@ def run() -> dict:
   from dpftrl_tff import public_corpus
   from dpftrl_tff import learning_process
   # pylint: enable=g-import-not-at-top
-  config = config_lib.from_flags(_MODEL)
-  config.seed = _SEED.value
-  config.validate()
+  config = dataclasses.replace(config_lib.from_flags(_MODEL),
+                               seed=_SEED.value)   # Validated when made.
   so = data_flags.load(_ROOT.value, config.vocab_size)
   if _TFDS_NAME.value == public_corpus.EMBEDDED_NAME:
     data_dir = _TFDS_DIR.value or os.path.join(_ROOT.value, 'tfds')

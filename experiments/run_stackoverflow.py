@@ -44,8 +44,7 @@ flags.adopt_module_key_flags(data_flags)
 
 def run() -> dict:
   checks.check_name(_NAME.value, '--experiment_name')
-  config = config_lib.from_flags(_CONFIG)
-  config.validate()
+  config = config_lib.from_flags(_CONFIG)   # Validated when made.
   if config.noise_seed is not None:
     console.warn(f'--noise_seed={config.noise_seed} fixes the DP noise: it '
                  f'is predictable and the run gives no privacy (tests and '

@@ -9,6 +9,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from dpftrl_tff import accounting
+from dpftrl_tff import config as config_lib
 from dpftrl_tff.aggregators import adaptive
 
 
@@ -130,13 +131,13 @@ class AdaptiveClippingTest(parameterized.TestCase):
        '--restart_warmup'),
   )
   def test_bad_arguments(self, override, flag):
+    # Checked once, where the settings enter (the config).
     args = dict(noise_multiplier=1.0, clients_per_round=10,
-                record_specs=tf.TensorSpec([2], tf.float32),
                 clipped_count_stddev=1.0, restart_warmup=2,
                 restart_frequency=5)
     args.update(override)
     with self.assertRaisesRegex(ValueError, flag):
-      adaptive.build_dp_ftrl_adaptive_factory(**args)
+      config_lib.TrainConfig(aggregator='dp_ftrl_adaptive', **args)
 
 
 if __name__ == '__main__':

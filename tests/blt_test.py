@@ -165,15 +165,15 @@ class BLTMechanismTest(parameterized.TestCase):
   def test_plan_without_a_seed(self):
     # Found on real text: --aggregator=dp_ftrl_blt with min_sep_groups and
     # no --seed failed with "--seed must be an integer, got None".
-    from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
-    config = training.TrainConfig(
+    config = config_lib.TrainConfig(
         aggregator='dp_ftrl_blt', participation='min_sep_groups',
         clients_per_round=10, total_rounds=30, noise_multiplier=1.0,
         clip_norm=0.5, seed=None)
-    training.plan_blt(config, 100)
-    self.assertEqual(config.blt_min_separation, 9)
-    self.assertEqual(config.blt_max_participation, 3)
-    self.assertIsNone(config.seed)
+    planned = registry.get('dp_ftrl_blt').run_parameters.plan(config, 100)
+    self.assertEqual(planned.blt_min_separation, 9)
+    self.assertEqual(planned.blt_max_participation, 3)
+    self.assertIsNone(planned.seed)
+    self.assertIsNone(config.blt_min_separation)   # A new config.
 
   def test_privacy_uses_the_optimized_blt(self):
     config = _config()

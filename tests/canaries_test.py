@@ -170,8 +170,7 @@ class CanaryTrainingTest(absltest.TestCase):
         (dict(canaries=4, workers='localhost:1'), 'leave out --workers')):
       with self.subTest(overrides=overrides):
         with self.assertRaisesRegex(ValueError, text):
-          training_test.tiny_config(**overrides).validate(
-              num_train_clients=200)
+          training_test.tiny_config(**overrides).check_data(200)
 
 
 if __name__ == '__main__':

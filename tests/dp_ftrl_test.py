@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from dpftrl_tff import config as config_lib
 from dpftrl_tff.aggregators import dp_ftrl
 
 DIM = 20000
@@ -83,9 +84,13 @@ class DpFtrlFactoryTest(parameterized.TestCase):
       ('zero_clients', dict(clients_per_round=0), '--clients_per_round'),
   )
   def test_bad_arguments(self, override, flag):
+    # Checked once, where the settings enter (the config); the factory only
+    # asserts.
     args = dict(noise_multiplier=1.0, clip_norm=1.0, clients_per_round=5)
     args.update(override)
     with self.assertRaisesRegex(ValueError, flag):
+      config_lib.TrainConfig(aggregator='dp_ftrl', **args)
+    with self.assertRaises(AssertionError):
       dp_ftrl.build_dp_ftrl_factory(
           record_specs=tf.TensorSpec([3], tf.float32), **args)
 

@@ -4,6 +4,7 @@ Two loopback workers (TFF's worker_binary on free ports, started here) stand
 for two machines.
 """
 
+import dataclasses
 import os
 import re
 import shutil
@@ -37,7 +38,8 @@ _VOCAB = 40
 def _config(aggregator='dp_ftrl', **overrides):
   values = dict(
       clients_per_round=6, total_rounds=4, vocab_size=_VOCAB, latent_size=8,
-      embedding_size=4, aggregator=aggregator, noise_multiplier=0.5,
+      embedding_size=4, aggregator=aggregator,
+      noise_multiplier=0.0 if aggregator == 'none' else 0.5,
       clip_norm=0.5, initial_clip_norm=0.05, restart_warmup=1,
       restart_frequency=2, clipped_count_stddev=1.0, secagg_scale=64.0,
       max_elements_per_client=16, client_batch_size=4, seed=3, noise_seed=11,
@@ -211,7 +213,7 @@ class RemoteTest(tf.test.TestCase, parameterized.TestCase):
     # With --on_worker_failure=continue the round runs again on worker 1:
     # the same subrounds, so the same result.
     self._kill_second_worker_in_round(3)
-    config.on_worker_failure = 'continue'
+    config = dataclasses.replace(config, on_worker_failure='continue')
     continued, continued_dir = self._train('continued', config)
     got = np.load(os.path.join(continued_dir, run_directory.FINAL_WEIGHTS_FILE))
     for key in expected.files:

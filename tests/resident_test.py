@@ -22,7 +22,8 @@ def _config(aggregator, secagg=False):
   return training.TrainConfig(
       clients_per_round=3, vocab_size=_VOCAB, latent_size=6,
       embedding_size=4, aggregator=aggregator, secagg=secagg,
-      secagg_scale=64.0, noise_multiplier=0.5, clip_norm=0.5,
+      secagg_scale=64.0, clip_norm=0.5,
+      noise_multiplier=0.0 if aggregator == 'none' else 0.5,
       initial_clip_norm=0.05, restart_warmup=1, restart_frequency=2,
       clipped_count_stddev=1.0,
       seed=0, noise_seed=11)

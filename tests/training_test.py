@@ -30,15 +30,14 @@ def cache_dir():
 
 
 def tiny_config(**overrides):
-  config = training.TrainConfig(
+  values = dict(
       total_rounds=4, clients_per_round=4, client_lr=0.5, server_lr=1.0,
       vocab_size=100, latent_size=8, embedding_size=4,
       max_elements_per_client=8, rounds_per_eval=2, num_eval_examples=100,
       rounds_per_checkpoint=1, aggregator='dp_ftrl', noise_multiplier=0.5,
       clip_norm=0.5, noise_seed=11, seed=5)
-  for k, v in overrides.items():
-    setattr(config, k, v)
-  return config
+  values.update(overrides)
+  return training.TrainConfig(**values)
 
 
 def train(config, output_dir, print_fn=lambda s: None, **kwargs):
@@ -75,7 +74,7 @@ def _weights(output_dir):
 class TrainingLoopTest(parameterized.TestCase):
 
   def test_initial_state_holds_the_seeded_model(self):
-    config = tiny_config(aggregator='none')
+    config = tiny_config(aggregator='none', noise_multiplier=0.0)
     process = learning_process.build_learning_process(config)
     zeros = process.get_model_weights(process.initialize()).trainable
     # TFF's own initialize() has the zero-initialized model of model_fn.
@@ -92,7 +91,7 @@ class TrainingLoopTest(parameterized.TestCase):
     # A round given client ids (TFF's worker builds the datasets) equals a
     # round given the same clients' datasets built in Python.
     # Client shuffling included: the key carries the round's seed.
-    config = tiny_config(aggregator='none')
+    config = tiny_config(aggregator='none', noise_multiplier=0.0)
     train_data, _, _ = data.load_stackoverflow(cache_dir())
     vocab = data.load_vocab(cache_dir(), config.vocab_size)
     preprocess = data.build_preprocess_fn(

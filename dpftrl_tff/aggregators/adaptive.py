@@ -84,13 +84,17 @@ def build_dp_ftrl_adaptive_factory(*, noise_multiplier: float,
     noise_seed: None (default) for unpredictable noise from the operating
       system's entropy; an int fixes it (tests only; a warning is logged).
   """
-  sigma_b = validate_adaptive_arguments(
-      noise_multiplier=noise_multiplier, clients_per_round=clients_per_round,
-      initial_clip_norm=initial_clip_norm,
-      target_unclipped_quantile=target_unclipped_quantile,
-      clip_learning_rate=clip_learning_rate,
-      clipped_count_stddev=clipped_count_stddev,
-      restart_warmup=restart_warmup, restart_frequency=restart_frequency)
+  # Checked where the settings entered (`validate_adaptive_arguments`, run
+  # by config.TrainConfig); asserted here.
+  dp_ftrl.assert_dp_arguments(noise_multiplier=noise_multiplier,
+                              clip_norm=initial_clip_norm,
+                              clients_per_round=clients_per_round)
+  assert 0 < restart_warmup < restart_frequency, (restart_warmup,
+                                                  restart_frequency)
+  sigma_b = clipped_count_stddev
+  if sigma_b is None:
+    sigma_b = adaptive_accounting.default_clipped_count_stddev(
+        clients_per_round)
   noise_seed = dp_ftrl.resolve_noise_seed(noise_seed)
   return tff.aggregators.DifferentiallyPrivateFactory.tree_adaptive(
       noise_multiplier=float(noise_multiplier),

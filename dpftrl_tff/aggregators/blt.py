@@ -146,9 +146,9 @@ def build_dp_ftrl_blt_factory(*, noise_multiplier: float,
     record_aggregation_factory: inner sum for the clipped records (SecAgg);
       default: the clip fused into a plain sum (`FusedClipDPFactory`).
   """
-  dp_ftrl.validate_dp_arguments(noise_multiplier=noise_multiplier,
-                                clip_norm=clip_norm,
-                                clients_per_round=clients_per_round)
+  dp_ftrl.assert_dp_arguments(noise_multiplier=noise_multiplier,
+                              clip_norm=clip_norm,
+                              clients_per_round=clients_per_round)
   query = tfp.NormalizedQuery(
       BLTResidualSumQuery(clip_norm=clip_norm,
                           noise_multiplier=noise_multiplier,

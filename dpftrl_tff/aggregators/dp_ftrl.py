@@ -47,6 +47,16 @@ def validate_dp_arguments(*, noise_multiplier, clip_norm, clients_per_round):
   checks.check_int(clients_per_round, '--clients_per_round', minimum=1)
 
 
+def assert_dp_arguments(*, noise_multiplier, clip_norm, clients_per_round):
+  """Asserts what `validate_dp_arguments` checked where the settings entered
+  (`config.TrainConfig`, the binaries): the factories below do not check
+  again."""
+  assert math.isfinite(noise_multiplier) and noise_multiplier >= 0, (
+      noise_multiplier)
+  assert math.isfinite(clip_norm) and clip_norm > 0, clip_norm
+  assert int(clients_per_round) == clients_per_round >= 1, clients_per_round
+
+
 def resolve_noise_seed(noise_seed: Optional[int]) -> int:
   """The seed to build DP noise with: unpredictable unless one is given.
 
@@ -81,9 +91,8 @@ def build_dp_ftrl_factory(*, noise_multiplier: float, clients_per_round: int,
     record_aggregation_factory: inner sum factory for the clipped records
       (e.g. a SecAgg discretization factory); default plain sum.
   """
-  validate_dp_arguments(noise_multiplier=noise_multiplier,
-                        clip_norm=clip_norm,
-                        clients_per_round=clients_per_round)
+  assert_dp_arguments(noise_multiplier=noise_multiplier, clip_norm=clip_norm,
+                      clients_per_round=clients_per_round)
   noise_seed = resolve_noise_seed(noise_seed)
   if record_aggregation_factory is not None:
     return tff.aggregators.DifferentiallyPrivateFactory.tree_aggregation(

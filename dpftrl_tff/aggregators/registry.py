@@ -13,6 +13,8 @@ calibrates its noise to SecAgg's inflated sensitivity.
 """
 
 import dataclasses
+import functools
+import os
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from absl import logging
@@ -39,6 +41,8 @@ class Mechanism:
     initial_clip: config -> the clip norm in force at round 1 (None: no
       clipping).
     supports_secagg: whether --secagg can replace its sum.
+    run_parameters: what the mechanism resolves when a run starts and keeps
+      in the run directory (`RunParameters`), or None.
   """
   name: str
   description: str
@@ -47,6 +51,32 @@ class Mechanism:
   privacy: Callable[..., Optional[accounting.PrivacyReport]]
   initial_clip: Callable[[Any], Optional[float]]
   supports_secagg: bool
+  run_parameters: Optional['RunParameters'] = None
+
+
+class RunParameters:
+  """A mechanism's parameters resolved when a run starts, kept in the run
+  directory so that a resumed run uses the same ones.
+
+  Training calls `plan` before it checks the run's identity (what `plan`
+  fills in is recorded in hparams.json), `restore` with the contents of
+  `file_name` when the run directory has it, and `contents` to write it when
+  not. Each returns a new config (configs are frozen); nothing is kept
+  between runs.
+  """
+  file_name: str
+
+  def plan(self, config, num_clients: int):
+    raise NotImplementedError
+
+  def restore(self, config, saved: Dict[str, Any], path: str):
+    raise NotImplementedError
+
+  def contents(self, config) -> Dict[str, Any]:
+    raise NotImplementedError
+
+  def describe(self, config, path: str) -> str:
+    raise NotImplementedError
 
 
 _MECHANISMS: Dict[str, Mechanism] = {}
@@ -124,7 +154,6 @@ def _secagg_inner_and_noise(config, record_specs):
 
 def _check_fixed_clip_dp(config):
   from dpftrl_tff.aggregators import dp_ftrl  # pylint: disable=g-import-not-at-top
-  _check_noise(config, allow_noise=True)
   dp_ftrl.validate_dp_arguments(noise_multiplier=config.noise_multiplier,
                                 clip_norm=config.clip_norm,
                                 clients_per_round=config.clients_per_round)
@@ -193,11 +222,6 @@ _register(Mechanism(
 
 def _adaptive_validate(config):
   from dpftrl_tff.aggregators import adaptive  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff.aggregators import dp_ftrl  # pylint: disable=g-import-not-at-top
-  _check_noise(config, allow_noise=True)
-  dp_ftrl.validate_dp_arguments(noise_multiplier=config.noise_multiplier,
-                                clip_norm=config.initial_clip_norm,
-                                clients_per_round=config.clients_per_round)
   adaptive.validate_adaptive_arguments(
       noise_multiplier=config.noise_multiplier,
       clients_per_round=config.clients_per_round,
@@ -241,7 +265,6 @@ _register(Mechanism(
 
 # ---- dp_ftrl_blt: fixed clip, BLT noise (arXiv 2408.08868).
 
-_BLT_CACHE: Dict[Tuple, Any] = {}
 _BLT_FLAGS = ('blt_params', 'blt_num_buffers', 'blt_min_separation',
               'blt_max_participation')
 
@@ -259,36 +282,100 @@ def _check_no_blt_flags(config):
 
 def optimized_blt(config):
   """The BLT of a dp_ftrl_blt run (an `accounting.blt_optimizer.OptimizedBLT`
-  when optimized, None when read from --blt_params), and the BLT itself.
+  when optimized, None when given), and the BLT itself.
 
-  Optimized for T = --total_rounds, MinS = --blt_min_separation (training
-  fills it in from the participation model when unset; 0 here otherwise)
-  and MaxP = --blt_max_participation; memoized, since accounting asks for it
-  several times per run.
+  Given: a resumed run's BLT (`config.resolved_blt`, from its blt.json) or
+  --blt_params. Otherwise optimized for T = --total_rounds, MinS =
+  --blt_min_separation (training plans it from the participation model when
+  unset, `BLTRunParameters.plan`; 0 here otherwise) and MaxP =
+  --blt_max_participation.
   """
-  from dpftrl_tff.accounting import blt_optimizer  # pylint: disable=g-import-not-at-top
+  if config.resolved_blt is not None:
+    return None, config.resolved_blt
   if config.blt_params is not None:
     return None, accounting.BLT.load(config.blt_params)
-  key = _blt_key(config)
-  if key not in _BLT_CACHE:
-    optimized = blt_optimizer.optimize(
-        rounds=key[0], min_separation=key[1], max_participation=key[2],
-        num_buffers=key[3], error=key[4])
-    logging.info('BLT optimized for T=%d, MinS=%d, MaxP=%s: %s', key[0],
-                 key[1], key[2], optimized.blt)
-    _BLT_CACHE[key] = (optimized, optimized.blt)
-  return _BLT_CACHE[key]
+  optimized = _optimize_blt(config.total_rounds,
+                            config.blt_min_separation or 0,
+                            config.blt_max_participation,
+                            config.blt_num_buffers, config.blt_error)
+  return optimized, optimized.blt
 
 
-def _blt_key(config) -> Tuple:
-  return (config.total_rounds, config.blt_min_separation or 0,
-          config.blt_max_participation, config.blt_num_buffers,
-          config.blt_error)
+@functools.lru_cache(maxsize=16)
+def _optimize_blt(rounds, min_separation, max_participation, num_buffers,
+                  error):
+  """blt_optimizer.optimize, memoized (a pure function of its arguments;
+  accounting asks for the same BLT several times a run)."""
+  from dpftrl_tff.accounting import blt_optimizer  # pylint: disable=g-import-not-at-top
+  optimized = blt_optimizer.optimize(
+      rounds=rounds, min_separation=min_separation,
+      max_participation=max_participation, num_buffers=num_buffers,
+      error=error)
+  logging.info('BLT optimized for T=%d, MinS=%d, MaxP=%s: %s', rounds,
+               min_separation, max_participation, optimized.blt)
+  return optimized
 
 
-def pin_blt(config, blt):
-  """Makes `optimized_blt(config)` return `blt` (a resumed run's saved BLT)."""
-  _BLT_CACHE[_blt_key(config)] = (None, blt)
+class BLTRunParameters(RunParameters):
+  """A dp_ftrl_blt run's BLT: planned for the run's participation, written
+  to blt.json, and read back from it when the run is resumed."""
+  file_name = 'blt.json'
+
+  def plan(self, config, num_clients: int):
+    """Fills in the participation the BLT is optimized for.
+
+    Unset --blt_min_separation becomes the participation model's guaranteed
+    MinS (min_sep_groups; its MaxP too when --blt_max_participation is
+    unset), otherwise the best separation N clients allow at report goal m,
+    floor(N / m) - 1, at most T - 1. Deterministic, so a resumed run plans
+    the same BLT.
+    """
+    if config.blt_params is not None or config.blt_min_separation is not None:
+      return config
+    # The plan does not depend on the seed, which may still be unset here
+    # (it is drawn once the run directory is known).
+    planned = dataclasses.replace(
+        config, seed=0 if config.seed is None else config.seed
+    ).build_sampler(num_clients).planned(config.total_rounds)
+    max_participation = config.blt_max_participation
+    if planned is not None:
+      min_sep = planned['min_separation']
+      if max_participation is None:
+        max_participation = planned['max_participation']
+    else:
+      min_sep = accounting.max_min_separation(num_clients,
+                                              config.clients_per_round)
+    return dataclasses.replace(
+        config, blt_min_separation=int(min(min_sep, config.total_rounds - 1)),
+        blt_max_participation=max_participation)
+
+  def restore(self, config, saved, path):
+    """The run's config with the BLT it started with (`path`, its blt.json).
+
+    An optimized BLT is taken from the file rather than optimized again (the
+    same up to floating point); a given --blt_params must equal it.
+    """
+    saved_blt = accounting.BLT.from_dict(
+        {k: saved[k] for k in ('buf_decay', 'output_scale')}, source=path)
+    if config.blt_params is None:
+      return dataclasses.replace(config, resolved_blt=saved_blt)
+    blt = accounting.BLT.load(config.blt_params)
+    if blt != saved_blt:
+      raise ValueError(
+          f'{path} holds the BLT {saved_blt} this run started with, but '
+          f'--blt_params={config.blt_params} is {blt}; resume with the same '
+          f'BLT.')
+    return config
+
+  def contents(self, config):
+    """The BLT and what it was optimized for (or the file it came from)."""
+    optimized, blt = optimized_blt(config)
+    if optimized is not None:
+      return optimized.as_dict()
+    return dict(blt.as_dict(), source=os.path.abspath(config.blt_params))
+
+  def describe(self, config, path):
+    return f'BLT noise: {optimized_blt(config)[1]} (in {path}).'
 
 
 def _blt_validate(config):
@@ -357,4 +444,4 @@ _register(Mechanism(
     description='fixed clip C, BLT noise (BLT-DP-FTRL, arXiv 2408.08868)',
     validate=_blt_validate, build_factory=_blt_factory,
     privacy=_blt_privacy, initial_clip=lambda config: config.clip_norm,
-    supports_secagg=True))
+    supports_secagg=True, run_parameters=BLTRunParameters()))
