@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: setup demo test bench reproduce utility_curves clean
+.PHONY: setup demo test bench bazel bazel_install reproduce utility_curves clean
 
 $(STAMP): requirements.txt requirements-tff.txt setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,17 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest tests -q -p no:cacheprovider -n 3 --dist loadscope
+
+# Bazel 4.2.3 from Debian (root's apt-get), offline: BUILD's targets and the
+# small tests on .venv's interpreter (docs/bazel.md). make test runs the same
+# through tests/bazel_test.py.
+bazel_install:
+	command -v bazel >/dev/null || { apt-get update -qq && \
+	  apt-get install -y -qq --no-install-recommends bazel-bootstrap; }
+
+bazel: $(STAMP) bazel_install
+	bazel build //...
+	bazel test --test_size_filters=small //...
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.accounting_speed
