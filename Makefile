@@ -14,7 +14,8 @@ $(STAMP): requirements.txt requirements-tff.txt setup.py
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-tff.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
-	$(PY) -c "import tensorflow_federated, tensorflow_privacy, dp_accounting, tensorflow_datasets"
+	$(PY) -c "from dpftrl_tff import runtime; runtime.install(); \
+	  import tensorflow_federated, tensorflow_privacy, dp_accounting, tensorflow_datasets"
 	touch $(STAMP)
 
 setup: $(STAMP)
