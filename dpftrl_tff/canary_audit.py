@@ -15,13 +15,15 @@ of `dimension` parameters, and run for T rounds in TFF on:
     timer) puts them in a cohort, taking real clients' places: the report
     goal and the real clients' participation rules are unchanged.
 
-K further directions are drawn and never inserted. The statistic is the
-cosine of the final model delta (the sum of the T released aggregates)
-with each direction: the final-model threat model. `empirical_privacy`
-turns the two sets of cosines into the estimate and its interval.
+K further directions are never inserted. Each u_k is drawn from (seed, k)
+when it is needed (`empirical_privacy.SeededDirections`), so memory holds
+one round's updates, not 2K directions. The statistic is the cosine of the
+final model delta (the sum of the T released aggregates) with each
+direction: the final-model threat model. `empirical_privacy` turns the two
+sets of cosines into the estimate and its interval.
 
-Not done: the all-iterates statistic (the cosine of each released update
-with the canaries of that round) and canaries inside model training.
+Here only the final-model statistic; canaries inside training
+(`canaries`, --canaries) also give the all-iterates one.
 """
 
 import dataclasses
@@ -42,7 +44,7 @@ from dpftrl_tff.aggregators import registry
 
 
 def _random_updates(rng, num: int, dimension: int, norm: float):
-  updates = rng.standard_normal((num, dimension)).astype(np.float32)
+  updates = rng.standard_normal((num, dimension), dtype=np.float32)
   updates *= norm / np.linalg.norm(updates, axis=1, keepdims=True)
   return updates
 
@@ -98,10 +100,9 @@ def run(config, *, dimension: int, canaries: int, population: int,
   log = participation.ParticipationLog(population)
   canary_ids = rng.choice(population, canaries, replace=False)
   canary_of = {int(c): k for k, c in enumerate(canary_ids)}
-  directions = empirical_privacy.random_directions(2 * canaries, dimension,
-                                                   rng)
-  inserted, never = directions[:canaries], directions[canaries:]
-  canary_updates = (canary_norm * inserted).astype(np.float32)
+  # u_0 .. u_{K-1} inserted, u_K .. u_{2K-1} never; drawn when needed.
+  directions = empirical_privacy.SeededDirections(
+      2 * canaries, dimension, seed=int(rng.integers(2**62)))
   state = process.initialize()
   total = np.zeros(dimension)
   started = time.time()
@@ -110,8 +111,8 @@ def run(config, *, dimension: int, canaries: int, population: int,
     log.record(r, cohort)
     num_real = sum(int(c) not in canary_of for c in cohort)
     real = iter(_random_updates(rng, num_real, dimension, update_norm))
-    values = [canary_updates[canary_of[int(c)]] if int(c) in canary_of
-              else next(real) for c in cohort]
+    values = [(canary_norm * directions.unit(canary_of[int(c)])).astype(
+        np.float32) if int(c) in canary_of else next(real) for c in cohort]
     output = process.next(state, values)
     state = output.state
     result = np.asarray(output.result, np.float64)
@@ -123,8 +124,8 @@ def run(config, *, dimension: int, canaries: int, population: int,
       progress(r + 1, config.total_rounds)
   counts = log.counts[canary_ids]
   seen = counts > 0
-  cos_seen = empirical_privacy.cosines(total, inserted[seen])
-  cos_never = empirical_privacy.cosines(total, never)
+  cos_seen = directions.cosines(total, np.flatnonzero(seen))
+  cos_never = directions.cosines(total, range(canaries, 2 * canaries))
   result = empirical_privacy.estimate(
       cos_seen, cos_never, delta, rng=rng, bootstrap=bootstrap).as_dict()
   rounds = config.total_rounds

@@ -122,5 +122,31 @@ class EstimatorTest(parameterized.TestCase):
                                [1.0, 0.0, math.sqrt(0.5)])
 
 
+class SeededDirectionsTest(absltest.TestCase):
+
+  def test_unit_reproducible_and_equal_to_the_dense_cosines(self):
+    directions = ep.SeededDirections(40, 500, seed=7)
+    dense = np.stack([directions.unit(k) for k in range(40)])
+    np.testing.assert_allclose(
+        np.linalg.norm(dense.astype(np.float64), axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(dense[3], ep.SeededDirections(
+        40, 500, seed=7).unit(3))
+    self.assertFalse(np.array_equal(dense[3], ep.SeededDirections(
+        40, 500, seed=8).unit(3)))
+    vector = np.random.default_rng(0).standard_normal(500)
+    np.testing.assert_allclose(directions.cosines(vector, range(40)),
+                               ep.cosines(vector, dense), rtol=1e-5)
+
+  def test_directions_are_independent_and_uniform(self):
+    # Distinct uniform unit vectors in R^d: cosines ~ N(0, 1/d).
+    d = 2000
+    directions = ep.SeededDirections(60, d, seed=1)
+    dense = np.stack([directions.unit(k) for k in range(60)]).astype(np.float64)
+    gram = dense @ dense.T
+    off = gram[~np.eye(60, dtype=bool)]
+    self.assertLess(abs(np.mean(off)), 4 / math.sqrt(d * off.size / 2))
+    self.assertAlmostEqual(np.std(off) * math.sqrt(d), 1.0, delta=0.15)
+
+
 if __name__ == '__main__':
   absltest.main()
