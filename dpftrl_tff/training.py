@@ -143,6 +143,33 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
       that is not the default `print`.
     progress_stream: stream of the progress line (default stdout).
   """
+  config, data_description = _prepare(config, train_data, vocab,
+                                      data_description)
+  run_dir = run_directory.RunDirectory(output_dir)
+  with run_dir.lock():
+    previous = run_dir.previous_hparams()
+    if previous is not None:
+      config, finished = _check_resumable(config, run_dir, previous,
+                                          data_description)
+      if finished is not None:
+        print_fn(f'{output_dir} is a finished run of {config.total_rounds} '
+                 f'rounds; nothing to do (raise --total_rounds to extend '
+                 f'it).')
+        return dict(finished, already_finished=True)
+    if config.seed is None:
+      config = dataclasses.replace(config, seed=config_lib.draw_seed())
+    config = _restore_run_parameters(config, run_dir)
+    return _train_locked(config, run_dir, previous, train_data=train_data,
+                         eval_data=eval_data, vocab=vocab,
+                         data_description=data_description,
+                         stop_after_round=stop_after_round,
+                         print_fn=print_fn, progress_stream=progress_stream)
+
+
+def _prepare(config: TrainConfig, train_data, vocab, data_description):
+  """Checks that fail before the run directory is touched; the config with
+  the mechanism's planned parameters and the data with the initial weights
+  (both part of the run's identity)."""
   config.check_data(len(train_data.client_ids))
   # Before anything else: a worker that is down fails the run now.
   workers_lib.check_reachable(workers_lib.parse_workers(config.workers))
@@ -154,54 +181,96 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
     data_description = dict(
         data_description or {}, initial_weights=pretrained.check_compatible(
             config.initial_weights, vocab=vocab, config=config))
-  run_dir = run_directory.RunDirectory(output_dir)
-  with run_dir.lock():
-    previous = run_dir.previous_hparams()
-    summary = None
-    if previous is not None:
-      if config.seed is None:
-        config = dataclasses.replace(config, seed=previous.get('seed'))
-      current = dict(config_lib.hparams(config), data=data_description or {})
-      resumable = config_lib.resumable_fields()
-      if config.allow_changed_learning_rates:
-        resumable += config_lib.LEARNING_RATE_FIELDS
-      diffs = run_directory.identity_differences(previous, current,
-                                                 resumable)
-      if diffs:
-        raise run_directory.RunDirectoryError(
-            f'Output directory {output_dir} holds another run '
-            f'({"; ".join(diffs)}); resume it with the same flags and data, '
-            f'or choose another --experiment_name.')
-      summary = run_dir.read_summary()
-      rounds_done = max(run_dir.latest_checkpoint_round(),
-                        (summary or {}).get('rounds', 0))
-      if config.total_rounds < rounds_done:
-        raise run_directory.RunDirectoryError(
-            f'--total_rounds={config.total_rounds} is below the '
-            f'{rounds_done} rounds the run in {output_dir} has already run: '
-            f'its model and its privacy spent are those of {rounds_done} '
-            f'rounds. Use --total_rounds >= {rounds_done}, or another '
-            f'--experiment_name.')
-      if (summary and summary.get('final_eval') and
-          summary.get('rounds') == config.total_rounds):
-        print_fn(f'{output_dir} is a finished run of {config.total_rounds} '
-                 f'rounds; nothing to do (raise --total_rounds to extend '
-                 f'it).')
-        return dict(summary, already_finished=True)
-    if config.seed is None:
-      config = dataclasses.replace(config, seed=config_lib.draw_seed())
-    config = _restore_run_parameters(config, run_dir)
-    return _train_locked(config, run_dir, previous, train_data=train_data,
-                         eval_data=eval_data, vocab=vocab,
-                         data_description=data_description,
-                         stop_after_round=stop_after_round,
-                         print_fn=print_fn, progress_stream=progress_stream)
+  return config, data_description
+
+
+def _check_resumable(config: TrainConfig, run_dir, previous: Dict,
+                     data_description):
+  """(config with the run's seed, its summary if it is finished) for the run
+  `previous` describes; RunDirectoryError if `config` is another run."""
+  if config.seed is None:
+    config = dataclasses.replace(config, seed=previous.get('seed'))
+  current = dict(config_lib.hparams(config), data=data_description or {})
+  resumable = config_lib.resumable_fields()
+  if config.allow_changed_learning_rates:
+    resumable += config_lib.LEARNING_RATE_FIELDS
+  diffs = run_directory.identity_differences(previous, current, resumable)
+  if diffs:
+    raise run_directory.RunDirectoryError(
+        f'Output directory {run_dir.path} holds another run '
+        f'({"; ".join(diffs)}); resume it with the same flags and data, '
+        f'or choose another --experiment_name.')
+  summary = run_dir.read_summary()
+  rounds_done = max(run_dir.latest_checkpoint_round(),
+                    (summary or {}).get('rounds', 0))
+  if config.total_rounds < rounds_done:
+    raise run_directory.RunDirectoryError(
+        f'--total_rounds={config.total_rounds} is below the '
+        f'{rounds_done} rounds the run in {run_dir.path} has already run: '
+        f'its model and its privacy spent are those of {rounds_done} '
+        f'rounds. Use --total_rounds >= {rounds_done}, or another '
+        f'--experiment_name.')
+  if (summary and summary.get('final_eval') and
+      summary.get('rounds') == config.total_rounds):
+    return config, summary
+  return config, None
+
+
+@dataclasses.dataclass
+class _Run:
+  """What `_train_locked` builds before the first round."""
+  process: Any
+  runner: Any
+  state: Any
+  start_round: int
+  eval_model: Any
+  evaluator: evaluation.Evaluator
+  probes: probes_lib.Probes
+  client_data_fn: Callable[[int, List[str]], List[Any]]
 
 
 def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
                   data_description, stop_after_round, print_fn,
                   progress_stream):
   """`train` once the directory is locked and the run's identity checked."""
+  run = _build_run(config, run_dir, previous, train_data=train_data,
+                   eval_data=eval_data, vocab=vocab,
+                   data_description=data_description, print_fn=print_fn)
+  hparams = dict(config_lib.hparams(config), data=data_description or {})
+  hparams[run_directory.PROVENANCE_KEY] = (
+      (previous or {}).get(run_directory.PROVENANCE_KEY, []) +
+      [dict(provenance.provenance(), resumed_from_round=run.start_round,
+            changed_learning_rates=_changed_learning_rates(config,
+                                                           previous))])
+  run_dir.claim(hparams)   # The run has started: the directory is its own.
+  _record_run_parameters(config, run_dir, print_fn)
+
+  client_ids = list(train_data.client_ids)
+  sampler = config.build_sampler(len(client_ids))
+  log = participation.ParticipationLog(len(client_ids))
+  for r in range(run.start_round):   # Replayed: stateful models need it.
+    log.record(r, sampler.sample(r))
+  end_round = config.total_rounds
+  if stop_after_round is not None:
+    end_round = min(end_round, stop_after_round)
+  writer = run_directory.MetricsWriter(run_dir, run.start_round)
+  recorder = round_record.RoundRecorder(
+      config, run_dir=run_dir, writer=writer, process=run.process,
+      runner=run.runner, evaluation_model=run.eval_model,
+      evaluator=run.evaluator, probes=run.probes,
+      start_round=run.start_round, end_round=end_round, print_fn=print_fn,
+      progress_stream=progress_stream)
+  started = datetime.datetime.now()
+  state = _run_rounds(run, run_dir, recorder, writer, sampler=sampler,
+                      client_ids=client_ids, log=log, end_round=end_round)
+  return _finish(config, run_dir, run, state, recorder=recorder, log=log,
+                 sampler=sampler, end_round=end_round,
+                 seconds=(datetime.datetime.now() - started).total_seconds())
+
+
+def _build_run(config, run_dir, previous, *, train_data, eval_data, vocab,
+               data_description, print_fn) -> _Run:
+  """The process, its (restored) state, evaluation, probes and runner."""
   preprocess = data.build_preprocess_fn(
       vocab, sequence_length=config.sequence_length,
       max_elements_per_client=config.max_elements_per_client,
@@ -225,15 +294,8 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
   initial_trainable = (process.get_model_weights(state).trainable
                        if chosen else None)
   evaluator = evaluation.Evaluator(eval_model, eval_dataset, config.vocab_size)
-  start_round = 0
-  if previous is not None:
-    leaves, start_round = run_dir.load_checkpoint(tree.flatten(state),
-                                                  warn=print_fn)
-    if leaves is not None:
-      state = tree.unflatten_as(state, leaves)
-      print_fn(f'Resuming {run_dir.path} from round {start_round}.')
-      state = _set_changed_learning_rates(process, state, config, previous,
-                                          start_round, print_fn)
+  state, start_round = _restore_checkpoint(config, run_dir, previous,
+                                           process, state, print_fn)
   probes = probes_lib.Probes(
       config, chosen, client_ids=train_data.client_ids, vocab=vocab,
       initial_weights=initial_trainable,
@@ -250,22 +312,6 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
       by_client_id=by_client_id is not None,
       database=(data_description or {}).get('database'), print_fn=print_fn,
       statistic=probes.statistic)
-  hparams = dict(config_lib.hparams(config), data=data_description or {})
-  hparams[run_directory.PROVENANCE_KEY] = (
-      (previous or {}).get(run_directory.PROVENANCE_KEY, []) +
-      [dict(provenance.provenance(), resumed_from_round=start_round,
-            changed_learning_rates=_changed_learning_rates(config,
-                                                           previous))])
-  run_dir.claim(hparams)   # The run has started: the directory is its own.
-  _record_run_parameters(config, run_dir, print_fn)
-
-  client_ids = list(train_data.client_ids)
-  sampler = config.build_sampler(len(client_ids))
-  log = participation.ParticipationLog(len(client_ids))
-  for r in range(start_round):   # Replayed: stateful models need it.
-    log.record(r, sampler.sample(r))
-  writer = run_directory.MetricsWriter(run_dir, start_round)
-
   shuffle = getattr(preprocess, 'shuffles', False)
 
   def client_data_fn(round_num, cohort):
@@ -277,27 +323,41 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
     return [data.build_client_dataset(train_data, preprocess, k, probes.mark)
             for k in keys]
 
-  end_round = config.total_rounds
-  if stop_after_round is not None:
-    end_round = min(end_round, stop_after_round)
-  recorder = round_record.RoundRecorder(
-      config, run_dir=run_dir, writer=writer, process=process,
-      runner=runner, evaluation_model=eval_model, evaluator=evaluator,
-      probes=probes, start_round=start_round, end_round=end_round,
-      print_fn=print_fn, progress_stream=progress_stream)
-  started = datetime.datetime.now()
-  stop_note = recorder.stop_note
+  return _Run(process=process, runner=runner, state=state,
+              start_round=start_round, eval_model=eval_model,
+              evaluator=evaluator, probes=probes,
+              client_data_fn=client_data_fn)
 
+
+def _restore_checkpoint(config, run_dir, previous, process, state, print_fn):
+  """(state, start round): the run's last checkpoint, or (state, 0)."""
+  if previous is None:
+    return state, 0
+  leaves, start_round = run_dir.load_checkpoint(tree.flatten(state),
+                                                warn=print_fn)
+  if leaves is None:
+    return state, start_round
+  state = tree.unflatten_as(state, leaves)
+  print_fn(f'Resuming {run_dir.path} from round {start_round}.')
+  return _set_changed_learning_rates(process, state, config, previous,
+                                     start_round, print_fn), start_round
+
+
+def _run_rounds(run: _Run, run_dir, recorder, writer, *, sampler,
+                client_ids, log, end_round):
+  """The rounds from `run.start_round` to `end_round`; the final state."""
+  stop_note = recorder.stop_note
   runtime.set_stop_note(stop_note)
   try:
-    state = loop.run_rounds(
-        runner=runner, sampler=sampler, client_ids=client_ids, log=log,
-        client_data_fn=client_data_fn, state=state, start_round=start_round,
-        end_round=end_round, on_round=recorder)
+    return loop.run_rounds(
+        runner=run.runner, sampler=sampler, client_ids=client_ids, log=log,
+        client_data_fn=run.client_data_fn, state=run.state,
+        start_round=run.start_round, end_round=end_round, on_round=recorder)
   except KeyboardInterrupt:
     raise KeyboardInterrupt(stop_note()) from None
   except workers_lib.WorkerError as e:
-    done = int(writer.rows[-1]['round']) if writer.rows else start_round
+    done = (int(writer.rows[-1]['round']) if writer.rows else
+            run.start_round)
     checkpoint = run_dir.latest_checkpoint_round()
     kept = (f'it keeps its last checkpoint (round {checkpoint})' if checkpoint
             else 'it has no checkpoint yet')
@@ -309,11 +369,18 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
   finally:
     runtime.set_stop_note(None)
     recorder.close()
+
+
+def _finish(config, run_dir, run: _Run, state, *, recorder, log, sampler,
+            end_round, seconds) -> Dict[str, Any]:
+  """Final weights, summary.json (with the probes' figures) and the
+  privacy report; returns the summary."""
+  process, runner = run.process, run.runner
   weights = process.get_model_weights(runner.materialize(state)).trainable
   run_dir.write_final_weights(weights)
   summary = dict(rounds=end_round, total_rounds=config.total_rounds,
                  final_eval=recorder.last_eval,
-                 unigram_baseline_accuracy=evaluator.unigram_baseline(),
+                 unigram_baseline_accuracy=run.evaluator.unigram_baseline(),
                  privacy=run_privacy.privacy_spent(config, end_round, log,
                                                    sampler),
                  participation=dict(
@@ -321,16 +388,16 @@ def _train_locked(config, run_dir, previous, *, train_data, eval_data, vocab,
                      observed_max_participation=log.max_participation,
                      observed_min_separation=log.min_separation,
                      participations_histogram=log.histogram().tolist()),
-                 seconds=(datetime.datetime.now() - started).total_seconds())
+                 seconds=seconds)
 
   def final_model():
     process.get_model_weights(runner.materialize(state)).assign_weights_to(
-        eval_model)
-    return eval_model
+        run.eval_model)
+    return run.eval_model
 
-  probes.finish(summary, final_weights=weights, counts=log.counts,
-                plot_path=run_dir.file('empirical_privacy.png'),
-                final_model=final_model)
+  run.probes.finish(summary, final_weights=weights, counts=log.counts,
+                    plot_path=run_dir.file('empirical_privacy.png'),
+                    final_model=final_model)
   run_dir.write_summary(summary)
   run_directory.write_text_atomic(
       run_dir.file(privacy_report.FILE_NAME),
