@@ -10,6 +10,7 @@ paper's privacy report (`privacy_report`).
 """
 
 from dpftrl_tff import accounting
+from dpftrl_tff import checks
 from dpftrl_tff import privacy_report
 from dpftrl_tff.accounting import blt_optimizer
 
@@ -53,14 +54,39 @@ def parse_restart_rounds(text, rounds):
   return values
 
 
+# --aggregator (the training binary's name of a mechanism) -> the noise the
+# accountant computes: tree aggregation or a BLT.
+_NOISE_OF = {'dp_ftrl': 'tree', 'dp_ftrl_adaptive': 'tree',
+             'dp_ftrl_blt': 'blt'}
+
+
 def build_report(*, rounds, noise_multiplier, max_participation=None,
                  min_separation=None, population=None, report_goal=None,
                  delta=accounting.DEFAULT_DELTA, restart_rounds=None,
-                 adaptive_clipping=False, clipped_count_stddev=None,
+                 aggregator='dp_ftrl', restart_warmup=128,
+                 restart_frequency=1024, clipped_count_stddev=None,
                  secagg_scale=None, model_dim=None, clip_norm=None,
-                 mechanism='tree', blt_params=None, blt_num_buffers=None,
-                 blt_error='max'):
-  """Validates flag values and returns the report as a dict."""
+                 blt_params=None, blt_num_buffers=None, blt_error='max'):
+  """Validates flag values and returns the report as a dict.
+
+  `aggregator` names the mechanism as training does (--aggregator):
+  dp_ftrl (tree noise; tree restarts only with `restart_rounds`),
+  dp_ftrl_adaptive (Algorithm 1: tree restarts at `restart_warmup` +
+  `restart_frequency` i, as training accounts them, unless `restart_rounds`
+  gives others; sigma_b `clipped_count_stddev`, default report_goal / 20)
+  or dp_ftrl_blt (BLT noise).
+  """
+  if aggregator not in _NOISE_OF:
+    raise ValueError(
+        f'--aggregator={aggregator!r} has no DP noise to account'
+        if aggregator == 'none' else f'--aggregator={aggregator!r} is '
+        'unknown' + f'; allowed: {", ".join(_NOISE_OF)}.')
+  mechanism = _NOISE_OF[aggregator]
+  adaptive_clipping = aggregator == 'dp_ftrl_adaptive'
+  if clipped_count_stddev is not None and not adaptive_clipping:
+    raise ValueError(f'--clipped_count_stddev={clipped_count_stddev} '
+                     f'applies with --aggregator=dp_ftrl_adaptive, not '
+                     f'{aggregator}.')
   for name, value in (('rounds', rounds),
                       ('noise_multiplier', noise_multiplier)):
     if value is None:
@@ -95,14 +121,17 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
           f'most {max_min_sep}.')
   if min_separation is None:
     min_separation = 0
-  if clipped_count_stddev is not None or adaptive_clipping:
-    if clipped_count_stddev is None:
-      if report_goal is None:
-        raise ValueError('--adaptive_clipping needs --clipped_count_stddev '
-                         'or --report_goal (default report_goal / 20).')
-      clipped_count_stddev = accounting.default_clipped_count_stddev(
-          report_goal)
-  restarts = parse_restart_rounds(restart_rounds, rounds)
+  if adaptive_clipping and clipped_count_stddev is None:
+    if report_goal is None:
+      raise ValueError('--aggregator=dp_ftrl_adaptive needs '
+                       '--clipped_count_stddev or --report_goal (default '
+                       'report_goal / 20).')
+    clipped_count_stddev = accounting.default_clipped_count_stddev(
+        report_goal)
+  if adaptive_clipping and restart_rounds is None:
+    restarts = _periodic_restarts(rounds, restart_warmup, restart_frequency)
+  else:
+    restarts = parse_restart_rounds(restart_rounds, rounds)
   blt, optimized = _blt(mechanism, blt_params, blt_num_buffers, blt_error,
                         rounds=rounds, min_separation=min_separation,
                         max_participation=max_participation,
@@ -118,6 +147,7 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   if optimized is not None:
     report['blt'] = optimized.as_dict()
   report['restart_rounds'] = list(report['restart_rounds'])
+  report['aggregator'] = aggregator
   report['requested_max_participation'] = max_participation
   possible = accounting.max_possible_participation(rounds, min_separation)
   report['max_possible_participation'] = possible
@@ -134,22 +164,30 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   return report
 
 
+def _periodic_restarts(rounds, warmup, frequency):
+  """Training's restart schedule of dp_ftrl_adaptive: warmup + frequency i
+  (`config.TrainConfig` --restart_warmup, --restart_frequency)."""
+  frequency = checks.check_int(frequency, '--restart_frequency', minimum=2)
+  checks.check_int(warmup, '--restart_warmup', minimum=1,
+                   maximum=frequency - 1)
+  return accounting.paper_restart_rounds(rounds, warmup=warmup,
+                                         frequency=frequency)
+
+
 def _blt(mechanism, blt_params, blt_num_buffers, blt_error, *, rounds,
          min_separation, max_participation, tree_only):
-  """The BLT of --mechanism=blt (read or optimized), and its optimization."""
+  """The BLT of --aggregator=dp_ftrl_blt (read or optimized), and its
+  optimization."""
   if mechanism == 'tree':
     given = [f'--{name}' for name, value in (
         ('blt_params', blt_params), ('blt_num_buffers', blt_num_buffers))
              if value is not None]
     if given:
-      raise ValueError(f'{", ".join(given)} need --mechanism=blt.')
+      raise ValueError(f'{", ".join(given)} need --aggregator=dp_ftrl_blt.')
     return None, None
-  if mechanism != 'blt':
-    raise ValueError(f'--mechanism={mechanism!r} is unknown; allowed: tree, '
-                     f'blt.')
-  if tree_only['restart_rounds'] or tree_only['adaptive_clipping']:
-    raise ValueError('--restart_rounds and --adaptive_clipping are tree '
-                     'aggregation\'s; BLT noise has neither.')
+  if tree_only['restart_rounds']:
+    raise ValueError('--restart_rounds are tree aggregation\'s; BLT noise '
+                     'has no tree to restart.')
   if blt_params is not None:
     if blt_num_buffers is not None:
       raise ValueError('--blt_num_buffers chooses how the BLT is optimized; '

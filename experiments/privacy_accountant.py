@@ -7,14 +7,18 @@ Examples:
   # Plan from a population: the largest MinS and the worst-case MaxP.
   python -m experiments.privacy_accountant --rounds=2000 --noise_multiplier=7 \
       --population=4210000 --report_goal=6500 --json
-  # Adaptive clipping with the paper's restarts and sigma_b = m / 20.
+  # Adaptive clipping (Algorithm 1) with training's restarts (--restart_warmup
+  # 128, --restart_frequency 1024: the paper's) and sigma_b = m / 20.
   python -m experiments.privacy_accountant --rounds=2000 --noise_multiplier=7 \
-      --min_separation=300 --report_goal=6500 --adaptive_clipping \
-      --restart_rounds=paper
+      --min_separation=300 --report_goal=6500 --aggregator=dp_ftrl_adaptive
   # BLT noise (BLT-DP-FTRL) at the same setting, the BLT optimized on the spot
   # for these T, MinS and MaxP (or read with --blt_params=FILE).
   python -m experiments.privacy_accountant --rounds=930 --noise_multiplier=7 \
-      --min_separation=212 --max_participation=4 --mechanism=blt
+      --min_separation=212 --max_participation=4 --aggregator=dp_ftrl_blt
+
+--aggregator, --restart_warmup and --restart_frequency are the training
+binary's settings (declared once in `config.TrainConfig`). The earlier
+spellings --mechanism and --adaptive_clipping are refused with the new one.
 """
 
 import os
@@ -24,10 +28,10 @@ from absl import app
 from absl import flags
 
 from dpftrl_tff import accounting
+from dpftrl_tff import config as config_lib
 from dpftrl_tff import planned_privacy
 from dpftrl_tff import run_directory
 from dpftrl_tff import strict_json
-from dpftrl_tff.accounting import blt_optimizer
 
 _ROUNDS = flags.DEFINE_integer('rounds', None, 'Total training rounds T.')
 _NOISE = flags.DEFINE_float(
@@ -53,35 +57,26 @@ _DELTA = flags.DEFINE_float('delta', accounting.DEFAULT_DELTA,
 _RESTARTS = flags.DEFINE_string(
     'restart_rounds', None,
     'Rounds (0-based) at which a new tree starts: a comma-separated list, '
-    '"paper" for 128 + 1024 i, or "periodic:WARMUP:FREQUENCY".')
+    '"paper" for 128 + 1024 i, or "periodic:WARMUP:FREQUENCY". With '
+    'dp_ftrl: a fixed-clip tree restarted there; with dp_ftrl_adaptive: '
+    'instead of --restart_warmup and --restart_frequency.')
+# The mechanism and its restarts, as the training binary declares them.
+_CONFIG = config_lib.define_flags(
+    only=('aggregator', 'restart_warmup', 'restart_frequency',
+          'clipped_count_stddev', 'blt_params', 'blt_num_buffers',
+          'blt_error'))
+# Earlier spellings, refused with the new one (`_refused_spellings`).
+_MECHANISM = flags.DEFINE_string(
+    'mechanism', None, 'Refused: --aggregator=dp_ftrl (tree) or '
+    '--aggregator=dp_ftrl_blt (blt).')
 _ADAPTIVE = flags.DEFINE_bool(
-    'adaptive_clipping', False,
-    'Report the value noise z_Delta of Theorem 1 (uses '
-    '--clipped_count_stddev, default report_goal / 20).')
-_SIGMA_B = flags.DEFINE_float(
-    'clipped_count_stddev', None,
-    'sigma_b, noise std of the clipped counts (adaptive clipping).')
+    'adaptive_clipping', None, 'Refused: --aggregator=dp_ftrl_adaptive.')
 _SECAGG_SCALE = flags.DEFINE_float('secagg_scale', None,
                                    'SecAgg scale s (with --model_dim, '
                                    '--clip_norm).')
 _MODEL_DIM = flags.DEFINE_integer('model_dim', None,
                                   'Number of model parameters d (SecAgg).')
 _CLIP = flags.DEFINE_float('clip_norm', None, 'l2 clip norm C (SecAgg).')
-_MECHANISM = flags.DEFINE_enum(
-    'mechanism', 'tree', ['tree', 'blt'],
-    'The correlated noise: tree aggregation (the paper) or a BLT (buffered '
-    'linear Toeplitz, BLT-DP-FTRL).')
-_BLT_PARAMS = flags.DEFINE_string(
-    'blt_params', None, 'With --mechanism=blt: JSON file with the BLT '
-    '(lists buf_decay and output_scale; a run\'s blt.json). Unset: the BLT '
-    'is optimized for --rounds, --min_separation and --max_participation.')
-_BLT_BUFFERS = flags.DEFINE_integer(
-    'blt_num_buffers', None, 'With --mechanism=blt and no --blt_params: '
-    'buffers, 1 to 7 (unset: added while the loss improves by 1%).')
-_BLT_ERROR = flags.DEFINE_enum(
-    'blt_error', 'max', list(blt_optimizer.ERRORS),
-    'With --mechanism=blt and no --blt_params: optimize the max or mean '
-    'squared error of the prefix sums.')
 _JSON = flags.DEFINE_bool('json', False, 'Print one JSON object.')
 _REPORT = flags.DEFINE_string(
     'privacy_report', None,
@@ -90,21 +85,39 @@ _REPORT = flags.DEFINE_string(
     'to this file.')
 
 
+def _refused_spellings():
+  """The earlier spellings of the mechanism, with what replaces them."""
+  if _MECHANISM.present:
+    new = {'tree': 'dp_ftrl', 'blt': 'dp_ftrl_blt'}.get(_MECHANISM.value)
+    raise ValueError(
+        f'--mechanism={_MECHANISM.value} is now spelled as in training: '
+        + (f'--aggregator={new}.' if new else
+           '--aggregator=dp_ftrl (tree) or dp_ftrl_blt (blt).'))
+  if _ADAPTIVE.present:
+    raise ValueError('--adaptive_clipping is now spelled as in training: '
+                     '--aggregator=dp_ftrl_adaptive (restarts at '
+                     '--restart_warmup + --restart_frequency i, default the '
+                     'paper\'s 128 + 1024 i, unless --restart_rounds).')
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   try:
+    _refused_spellings()
     report = planned_privacy.build_report(
         rounds=_ROUNDS.value, noise_multiplier=_NOISE.value,
         max_participation=_MAXP.value, min_separation=_MINS.value,
         population=_POPULATION.value, report_goal=_REPORT_GOAL.value,
         delta=_DELTA.value, restart_rounds=_RESTARTS.value,
-        adaptive_clipping=_ADAPTIVE.value,
-        clipped_count_stddev=_SIGMA_B.value,
+        clipped_count_stddev=_CONFIG['clipped_count_stddev'].value,
         secagg_scale=_SECAGG_SCALE.value, model_dim=_MODEL_DIM.value,
-        clip_norm=_CLIP.value, mechanism=_MECHANISM.value,
-        blt_params=_BLT_PARAMS.value, blt_num_buffers=_BLT_BUFFERS.value,
-        blt_error=_BLT_ERROR.value)
+        clip_norm=_CLIP.value, aggregator=_CONFIG['aggregator'].value,
+        restart_warmup=_CONFIG['restart_warmup'].value,
+        restart_frequency=_CONFIG['restart_frequency'].value,
+        blt_params=_CONFIG['blt_params'].value,
+        blt_num_buffers=_CONFIG['blt_num_buffers'].value,
+        blt_error=_CONFIG['blt_error'].value)
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2

@@ -8,8 +8,11 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from dpftrl_tff import accounting
+from dpftrl_tff import config as config_lib
+from dpftrl_tff import planned_privacy
 from dpftrl_tff import strict_json
 from dpftrl_tff.accounting import paper_tables
+from dpftrl_tff.aggregators import registry
 
 from tests import fixtures
 from tests import privacy_report_test
@@ -30,7 +33,27 @@ _BAD_INPUT = (
     ('bad_restarts', ['--rounds=10', '--noise_multiplier=1',
                       '--restart_rounds=a,b'], 'restart_rounds'),
     ('no_z_delta', ['--rounds=10', '--noise_multiplier=7',
+                    '--aggregator=dp_ftrl_adaptive',
                     '--clipped_count_stddev=1'], 'clipped_count_stddev'),
+    ('sigma_b_without_adaptive', ['--rounds=10', '--noise_multiplier=1',
+                                  '--clipped_count_stddev=1'],
+     'applies with --aggregator=dp_ftrl_adaptive'),
+    ('no_noise_aggregator', ['--rounds=10', '--noise_multiplier=1',
+                             '--aggregator=none'],
+     "--aggregator='none' has no DP noise"),
+    ('old_mechanism_spelling', ['--rounds=10', '--noise_multiplier=1',
+                                '--mechanism=blt'],
+     '--mechanism=blt is now spelled as in training: '
+     '--aggregator=dp_ftrl_blt'),
+    ('old_adaptive_spelling', ['--rounds=10', '--noise_multiplier=1',
+                               '--adaptive_clipping'],
+     '--adaptive_clipping is now spelled as in training: '
+     '--aggregator=dp_ftrl_adaptive'),
+    ('bad_restart_warmup', ['--rounds=10', '--noise_multiplier=1',
+                            '--report_goal=100',
+                            '--aggregator=dp_ftrl_adaptive',
+                            '--restart_warmup=5', '--restart_frequency=5'],
+     '--restart_warmup'),
     ('partial_secagg', ['--rounds=10', '--noise_multiplier=1',
                         '--secagg_scale=10'], 'secagg_scale'),
     ('restart_beyond_rounds', ['--rounds=100', '--noise_multiplier=1',
@@ -44,14 +67,14 @@ _BAD_INPUT = (
     ('blt_file_with_tree', ['--rounds=10', '--noise_multiplier=1',
                             '--blt_params=/tmp/x.json'], '--blt_params'),
     ('blt_with_restarts', ['--rounds=100', '--noise_multiplier=1',
-                           '--mechanism=blt', '--restart_rounds=50'],
+                           '--aggregator=dp_ftrl_blt', '--restart_rounds=50'],
      '--restart_rounds'),
     ('missing_blt_file', ['--rounds=100', '--noise_multiplier=1',
-                          '--mechanism=blt',
+                          '--aggregator=dp_ftrl_blt',
                           '--blt_params=/nonexistent/blt.json'],
      '--blt_params=/nonexistent/blt.json: Cannot read'),
     ('blt_buffers', ['--rounds=100', '--noise_multiplier=1',
-                     '--mechanism=blt', '--blt_num_buffers=9'],
+                     '--aggregator=dp_ftrl_blt', '--blt_num_buffers=9'],
      '--blt_num_buffers'),
 )
 
@@ -64,7 +87,6 @@ class BadInputTest(fixtures.BadInputTest):
   def test_bad_input_names_the_flag(self, case, expected):
     self.check_refused(case, expected)
     stderr = self.results[case].stderr
-    self.assertNotIn('restart_warmup', stderr)   # Not this binary's.
     self.assertNotRegex(stderr, r'error: --[A-Z]')   # No stray --.
 
 
@@ -104,7 +126,7 @@ class PrivacyAccountantTest(parameterized.TestCase):
       json.dump({'buf_decay': [0.99, 0.6], 'output_scale': [0.1, 0.3]}, f)
     proc = _run('experiments.privacy_accountant', '--rounds=930',
                 '--noise_multiplier=7', '--min_separation=212',
-                '--max_participation=4', '--mechanism=blt',
+                '--max_participation=4', '--aggregator=dp_ftrl_blt',
                 f'--blt_params={path}', '--json')
     self.assertEqual(proc.returncode, 0, proc.stderr)
     report = strict_json.loads(proc.stdout.strip().splitlines()[-1])
@@ -114,6 +136,31 @@ class PrivacyAccountantTest(parameterized.TestCase):
         blt=accounting.BLT([0.99, 0.6], [0.1, 0.3]))
     self.assertAlmostEqual(report['zcdp'], expected.zcdp, places=12)
     self.assertEqual(report['mechanism'], 'blt')
+
+  @parameterized.named_parameters(
+      ('tree', 'dp_ftrl', {}),
+      ('adaptive_with_restarts', 'dp_ftrl_adaptive',
+       dict(restart_warmup=40, restart_frequency=100)),
+      ('blt', 'dp_ftrl_blt', dict(blt_num_buffers=2)))
+  def test_planned_privacy_is_what_training_accounts(self, aggregator,
+                                                     settings):
+    # The accountant's --aggregator means what it means in training: the
+    # same zCDP as the registry's Mechanism for the same settings (a BLT
+    # optimized for the same T, MinS and MaxP, as training plans it).
+    planned = (dict(blt_min_separation=30, blt_max_participation=5)
+               if aggregator == 'dp_ftrl_blt' else {})
+    config = config_lib.TrainConfig(
+        aggregator=aggregator, noise_multiplier=3.0, clip_norm=1.0,
+        clients_per_round=40, total_rounds=300, **settings, **planned)
+    expected = registry.get(aggregator).privacy(config, 300, 5, 30)
+    report = planned_privacy.build_report(
+        rounds=300, noise_multiplier=3.0, max_participation=5,
+        min_separation=30, report_goal=40, aggregator=aggregator,
+        **settings)
+    self.assertAlmostEqual(report['zcdp'], expected.zcdp, places=12)
+    self.assertEqual(report['restart_rounds'], list(expected.restart_rounds))
+    if aggregator == 'dp_ftrl_adaptive':
+      self.assertEqual(report['restart_rounds'], [40, 140, 240])
 
   def test_impossible_max_participation_reports_the_effective_one(self):
     proc = _run('experiments.privacy_accountant', '--rounds=100',
