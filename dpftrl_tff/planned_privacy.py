@@ -10,9 +10,9 @@ paper's privacy report (`privacy_report`).
 """
 
 from dpftrl_tff import accounting
-from dpftrl_tff import checks
+from dpftrl_tff import config as config_lib
 from dpftrl_tff import privacy_report
-from dpftrl_tff.accounting import blt_optimizer
+from dpftrl_tff.aggregators import registry
 
 
 def parse_restart_rounds(text, rounds):
@@ -128,16 +128,29 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
                        'report_goal / 20).')
     clipped_count_stddev = accounting.default_clipped_count_stddev(
         report_goal)
-  if adaptive_clipping and restart_rounds is None:
-    restarts = _periodic_restarts(rounds, restart_warmup, restart_frequency)
-  else:
-    restarts = parse_restart_rounds(restart_rounds, rounds)
-  blt, optimized = _blt(mechanism, blt_params, blt_num_buffers, blt_error,
-                        rounds=rounds, min_separation=min_separation,
-                        max_participation=max_participation,
-                        tree_only=dict(restart_rounds=restarts,
-                                       adaptive_clipping=(
-                                           clipped_count_stddev is not None)))
+  restarts = parse_restart_rounds(restart_rounds, rounds)
+  if restarts and mechanism == 'blt':
+    raise ValueError('--restart_rounds are tree aggregation\'s; BLT noise '
+                     'has no tree to restart.')
+  # The mechanism's settings, validated as training validates them (the
+  # registry), the BLT optimized or read as training does; the report goal
+  # matters here only through sigma_b, resolved above.
+  plan = {}
+  if mechanism == 'blt' and blt_params is None:   # Optimized for these.
+    plan = dict(blt_min_separation=min(min_separation, rounds - 1),
+                blt_max_participation=max_participation)
+  config = config_lib.TrainConfig(
+      aggregator=aggregator, noise_multiplier=noise_multiplier,
+      total_rounds=rounds, clients_per_round=report_goal or 1,
+      clipped_count_stddev=clipped_count_stddev,
+      restart_warmup=restart_warmup, restart_frequency=restart_frequency,
+      blt_params=blt_params, blt_num_buffers=blt_num_buffers,
+      blt_error=blt_error, **plan)
+  if adaptive_clipping and restart_rounds is None:   # As training's.
+    restarts = accounting.paper_restart_rounds(
+        rounds, warmup=restart_warmup, frequency=restart_frequency)
+  optimized, blt = (registry.optimized_blt(config) if mechanism == 'blt'
+                    else (None, None))
   report = accounting.compute_privacy(
       rounds=rounds, noise_multiplier=noise_multiplier,
       max_participation=max_participation, min_separation=min_separation,
@@ -162,52 +175,6 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
     report['secagg']['bits_per_parameter'] = accounting.bits_per_parameter(
         secagg_modulus)
   return report
-
-
-def _periodic_restarts(rounds, warmup, frequency):
-  """Training's restart schedule of dp_ftrl_adaptive: warmup + frequency i
-  (`config.TrainConfig` --restart_warmup, --restart_frequency)."""
-  frequency = checks.check_int(frequency, '--restart_frequency', minimum=2)
-  checks.check_int(warmup, '--restart_warmup', minimum=1,
-                   maximum=frequency - 1)
-  return accounting.paper_restart_rounds(rounds, warmup=warmup,
-                                         frequency=frequency)
-
-
-def _blt(mechanism, blt_params, blt_num_buffers, blt_error, *, rounds,
-         min_separation, max_participation, tree_only):
-  """The BLT of --aggregator=dp_ftrl_blt (read or optimized), and its
-  optimization."""
-  if mechanism == 'tree':
-    given = [f'--{name}' for name, value in (
-        ('blt_params', blt_params), ('blt_num_buffers', blt_num_buffers))
-             if value is not None]
-    if given:
-      raise ValueError(f'{", ".join(given)} need --aggregator=dp_ftrl_blt.')
-    return None, None
-  if tree_only['restart_rounds']:
-    raise ValueError('--restart_rounds are tree aggregation\'s; BLT noise '
-                     'has no tree to restart.')
-  if blt_params is not None:
-    if blt_num_buffers is not None:
-      raise ValueError('--blt_num_buffers chooses how the BLT is optimized; '
-                       'it has no effect with --blt_params.')
-    try:
-      blt = accounting.BLT.load(blt_params)
-      accounting.blt_sensitivity_squared(blt, rounds=rounds,
-                                         min_separation=0)
-      return blt, None
-    except ValueError as e:
-      raise ValueError(f'--blt_params={blt_params}: {e}') from None
-  if blt_num_buffers is not None and not (
-      1 <= blt_num_buffers <= blt_optimizer.MAX_BUFFERS):
-    raise ValueError(f'--blt_num_buffers must be an integer in [1, '
-                     f'{blt_optimizer.MAX_BUFFERS}], got {blt_num_buffers}.')
-  optimized = blt_optimizer.optimize(
-      rounds=rounds, min_separation=min_separation,
-      max_participation=max_participation, num_buffers=blt_num_buffers,
-      error=blt_error)
-  return optimized.blt, optimized
 
 
 def _maxp_note(r):
