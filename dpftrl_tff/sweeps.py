@@ -7,6 +7,7 @@ case); see `experiments/sweep.py` for what a sweep writes.
 
 import collections
 import dataclasses
+import json
 import math
 import os
 from typing import Dict, List, Sequence, Tuple
@@ -250,12 +251,15 @@ def run_sweep(*, root: str, flagfile: str, axes: Dict[str, List],
   rows = []
   for point in points:
     for seed in seeds:
-      flags_here = [f'--flagfile={flagfile}'] + [
+      # The point's values and seed last: absl keeps a flag's last value,
+      # so a flag file after `--` that sets an axis flag cannot override it.
+      flags_here = [f'--flagfile={flagfile}', *extra_flags] + [
           f'--{n}={_flag_value(v)}' for n, v in point.items()] + [
-              f'--seed={seed}', *extra_flags]
+              f'--seed={seed}']
       try:
         summary = training_runs.run_training(root, run_name(point, seed),
                                              flags_here)
+        _check_run_is_the_point(root, run_name(point, seed), point, seed)
       except training_runs.DivergedRun as e:
         print(f'--- {run_name(point, seed)} diverged; the sweep goes on: '
               f'{e}', flush=True)
@@ -268,6 +272,27 @@ def run_sweep(*, root: str, flagfile: str, axes: Dict[str, List],
                                  table)
   _plots(root, prefix, table, axes)
   return rows, table
+
+
+def _check_run_is_the_point(root: str, name: str, point: Dict, seed: int):
+  """Raises if the run <root>/<name> did not train with the point's values
+  (its hparams.json), so that a row never reports one setting and holds
+  another's results."""
+  path = os.path.join(root, name, run_directory.HPARAMS_FILE)
+  if not os.path.exists(path):   # Not a training run's directory.
+    return
+  with open(path, encoding='utf-8') as f:
+    hparams = json.load(f)
+  for key, want in dict(point, seed=seed).items():
+    got = hparams.get(key)
+    same = (math.isclose(got, want, rel_tol=1e-12)
+            if isinstance(want, float) and isinstance(got, (int, float))
+            else got == want)
+    if not same:
+      raise RuntimeError(
+          f'The run {name} trained with {key}={got}, not the sweep\'s '
+          f'{key}={want}; its results would be reported under the wrong '
+          f'setting.')
 
 
 def parse_seeds(texts: Sequence[str], option: str = '--seeds') -> List[int]:

@@ -27,7 +27,9 @@ It writes into --root_output_dir:
                       frontier (no other point is both more accurate and
                       more private) marked.
 
-Flags after `--` go to every run: `-- --workers=host1:8000,host2:8000` runs
+Flags after `--` go to every run (a point's axis, tie and seed values win
+over them and over flag files there; a run that trained with other values
+than its point stops the sweep): `-- --workers=host1:8000,host2:8000` runs
 every point's rounds across TFF workers (docs/scaling.md).
 
   python -m experiments.sweep --axis=clients_per_round=10,20,40 \

@@ -8,6 +8,7 @@ import contextlib
 import csv
 import io
 import math
+import json
 import os
 import signal
 import subprocess
@@ -113,12 +114,42 @@ class RunSweepTest(absltest.TestCase):
       training_runs.run_training = original
     self.assertLen(calls, 8)
     self.assertIn('--noise_multiplier=2.0', calls[-1][1])
-    self.assertEqual(calls[-1][1][-1], '--total_rounds=5')
+    # The point's values and seed come after the flags for every run, so a
+    # flag file there cannot override an axis (absl keeps the last value).
+    self.assertEqual(calls[-1][1][:2], ['--flagfile=x.flags',
+                                        '--total_rounds=5'])
+    self.assertEqual(calls[-1][1][-1], '--seed=2')
     self.assertEqual(rows[0]['client_updates'], 50)
     self.assertLen(table, 4)
     for name in ('sweep.csv', 'sweep_summary.csv', 'sweep_heatmap.png',
                  'sweep_frontier.png'):
       self.assertTrue(os.path.isfile(os.path.join(root, name)), name)
+
+
+  def test_a_run_with_other_values_than_its_point_is_refused(self):
+    # Found on 2026-11-25: `-- --flagfile=configs/demo.flags` after an axis
+    # on noise_multiplier made the z = 0 point train with the file's 0.5,
+    # and sweep.csv reported it as z = 0.
+    root = tempfile.mkdtemp()
+
+    def fake_run(run_root, name, flags):
+      del flags
+      os.makedirs(os.path.join(run_root, name))
+      with open(os.path.join(run_root, name, 'hparams.json'), 'w') as f:
+        json.dump(dict(noise_multiplier=0.5, seed=0), f)
+      return dict(rounds=5, final_eval=dict(in_vocab_accuracy=0.1, loss=5.0))
+
+    original = training_runs.run_training
+    training_runs.run_training = fake_run
+    try:
+      with self.assertRaisesRegex(RuntimeError, 'trained with '
+                                  'noise_multiplier=0.5, not the sweep\'s '
+                                  'noise_multiplier=0;'):
+        sweeps.run_sweep(root=root, flagfile='x.flags',
+                         axes=sweeps.parse_axes(['noise_multiplier=0,0.5']),
+                         ties=[], seeds=[0], extra_flags=[])
+    finally:
+      training_runs.run_training = original
 
 
 class PrivacyNoneAndDivergenceTest(absltest.TestCase):
