@@ -89,8 +89,7 @@ def run(config, *, dimension: int, canaries: int, population: int,
   scale = clip if clip else 1.0   # No clip (no DP): unit updates.
   canary_norm = 2.0 * scale if canary_norm is None else canary_norm
   update_norm = scale if update_norm is None else update_norm
-  if mechanism.run_parameters is not None:   # The BLT's planned MinS, MaxP.
-    config = mechanism.run_parameters.plan(config, population)
+  config = mechanism.planned(config, population)   # The BLT's MinS, MaxP.
   learning_process.prepare_execution(config)   # SecAgg's secure sums need TFF's
                                        # test context, as in training.
   factory = mechanism.build_factory(

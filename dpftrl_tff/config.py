@@ -208,9 +208,9 @@ class TrainConfig:
   debug_measurements: bool = _field(
       True, 'Record client update norm statistics (simulation '
       'diagnostics).')
-  # Resolved at run time by the mechanism (`registry.Mechanism.run_file`),
-  # not a setting: no flag, not in hparams.json. A resumed dp_ftrl_blt run's
-  # BLT, read back from its blt.json.
+  # Resolved at run time by the mechanism (`registry.RunParameters`), not a
+  # setting: no flag, not in hparams.json. A resumed dp_ftrl_blt run's BLT,
+  # read back from its blt.json.
   resolved_blt: Optional[Any] = dataclasses.field(
       default=None, metadata=dict(derived=True))
 

@@ -58,15 +58,19 @@ def parse_restart_rounds(text, rounds):
 # accountant computes: tree aggregation or a BLT.
 _NOISE_OF = {'dp_ftrl': 'tree', 'dp_ftrl_adaptive': 'tree',
              'dp_ftrl_blt': 'blt'}
+# The mechanism settings' defaults are training's (declared once there).
+_DEFAULTS = config_lib.TrainConfig
 
 
 def build_report(*, rounds, noise_multiplier, max_participation=None,
                  min_separation=None, population=None, report_goal=None,
                  delta=accounting.DEFAULT_DELTA, restart_rounds=None,
-                 aggregator='dp_ftrl', restart_warmup=128,
-                 restart_frequency=1024, clipped_count_stddev=None,
-                 secagg_scale=None, model_dim=None, clip_norm=None,
-                 blt_params=None, blt_num_buffers=None, blt_error='max'):
+                 aggregator=_DEFAULTS.aggregator,
+                 restart_warmup=_DEFAULTS.restart_warmup,
+                 restart_frequency=_DEFAULTS.restart_frequency,
+                 clipped_count_stddev=None, secagg_scale=None,
+                 model_dim=None, clip_norm=None, blt_params=None,
+                 blt_num_buffers=None, blt_error=_DEFAULTS.blt_error):
   """Validates flag values and returns the report as a dict.
 
   `aggregator` names the mechanism as training does (--aggregator):
@@ -77,10 +81,10 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   or dp_ftrl_blt (BLT noise).
   """
   if aggregator not in _NOISE_OF:
-    raise ValueError(
-        f'--aggregator={aggregator!r} has no DP noise to account'
-        if aggregator == 'none' else f'--aggregator={aggregator!r} is '
-        'unknown' + f'; allowed: {", ".join(_NOISE_OF)}.')
+    reason = ('has no DP noise to account' if aggregator == 'none' else
+              'is unknown')
+    raise ValueError(f'--aggregator={aggregator!r} {reason}; allowed: '
+                     f'{", ".join(_NOISE_OF)}.')
   mechanism = _NOISE_OF[aggregator]
   adaptive_clipping = aggregator == 'dp_ftrl_adaptive'
   if clipped_count_stddev is not None and not adaptive_clipping:

@@ -173,8 +173,9 @@ def _prepare(config: TrainConfig, train_data, vocab, data_description):
   config.check_data(len(train_data.client_ids))
   # Before anything else: a worker that is down fails the run now.
   workers_lib.check_reachable(workers_lib.parse_workers(config.workers))
-  if _run_parameters(config) is not None:   # Recorded in hparams.json.
-    config = _run_parameters(config).plan(config, len(train_data.client_ids))
+  # What the mechanism plans is recorded in hparams.json.
+  config = registry.get(config.aggregator).planned(
+      config, len(train_data.client_ids))
   learning_process.check_memory(config)
   if config.initial_weights is not None:
     # Part of the run's identity: other weights are another run.

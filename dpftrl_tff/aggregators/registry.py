@@ -53,6 +53,13 @@ class Mechanism:
   supports_secagg: bool
   run_parameters: Optional['RunParameters'] = None
 
+  def planned(self, config, num_clients: int):
+    """`config` with what the mechanism plans for `num_clients` clients
+    (`RunParameters.plan`); unchanged when it plans nothing."""
+    if self.run_parameters is None:
+      return config
+    return self.run_parameters.plan(config, num_clients)
+
 
 class RunParameters:
   """A mechanism's parameters resolved when a run starts, kept in the run
