@@ -94,6 +94,11 @@ def choose(count: int, *, seed: int, num_clients: int,
 def mark_dataset(dataset, key, sequence_length: int):
   """`dataset`, or for a marked key one marker batch of canary k.
 
+  Built from `take` and `repeat` with tensor counts, without dataset
+  functions (`filter` with a captured predicate): every run that hung in
+  TFF's worker had probes marked with `filter` and `concatenate`
+  (docs/performance.md); these count-based datasets carry no function.
+
   Args:
     dataset: the client's preprocessed dataset of (x, y) int64 batches.
     key: the client round key, a string tensor.
@@ -102,8 +107,21 @@ def mark_dataset(dataset, key, sequence_length: int):
   is_canary, k = data.round_key_mark(key, _PREFIX, unmarked=-1)
   marker = tf.fill([1, sequence_length], -(k + 1))
   markers = tf.data.Dataset.from_tensors((marker, marker))
-  return dataset.filter(lambda *_: tf.logical_not(is_canary)).concatenate(
-      markers.filter(lambda *_: is_canary))
+  # take(-1) keeps every batch, take(0) none; repeat(1) one marker, (0) none.
+  return dataset.take(tf.where(is_canary, tf.constant(0, tf.int64), -1)
+                      ).concatenate(markers.repeat(tf.cast(is_canary,
+                                                           tf.int64)))
+
+
+def _canary_index(dataset):
+  """k when the dataset is canary k's marker, else -1 (no dataset function:
+  the first batch, or a zero sentinel for an empty dataset)."""
+  x_spec = dataset.element_spec[0]
+  sentinel = tf.data.Dataset.from_tensors(
+      (tf.zeros([1] + x_spec.shape[1:].as_list(), x_spec.dtype),) * 2)
+  first = dataset.take(1).concatenate(sentinel).take(1).get_single_element()
+  first = first[0][0, 0]
+  return tf.where(first < 0, -first - 1, tf.constant(-1, tf.int64))
 
 
 def _direction(seed, k, sizes: Sequence[int], shapes):
@@ -143,13 +161,11 @@ def build_client_work(model_fn, optimizer, canaries: Canaries):
 
   @tff.tensorflow.computation(data_type.member)
   def canary_index(dataset):
-    first = dataset.take(1).reduce(
-        tf.constant(0, tf.int64), lambda _, batch: batch[0][0, 0])
-    return tf.where(first < 0, -first - 1, tf.constant(-1, tf.int64))
+    return _canary_index(dataset)
 
   @tff.tensorflow.computation(data_type.member)
-  def real_batches(dataset):
-    return dataset.filter(lambda x, y: x[0, 0] >= 0)
+  def real_batches(dataset):   # A canary's dataset is its one marker.
+    return dataset.skip(tf.cast(_canary_index(dataset) >= 0, tf.int64))
 
   @tff.tensorflow.computation(result_type, tf.int64)
   def substitute(result, k):

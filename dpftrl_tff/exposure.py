@@ -100,7 +100,8 @@ def mark_dataset(dataset, key, phrase_x, phrase_y):
   extra = tf.data.Dataset.from_tensors(
       (tf.gather(tf.constant(phrase_x), j)[tf.newaxis],
        tf.gather(tf.constant(phrase_y), j)[tf.newaxis]))
-  return dataset.concatenate(extra.filter(lambda *_: is_phrase))
+  # repeat(0) is empty: no dataset function (see canaries.mark_dataset).
+  return dataset.concatenate(extra.repeat(tf.cast(is_phrase, tf.int64)))
 
 
 def log_perplexities(logits_fn: Callable[[np.ndarray], np.ndarray],

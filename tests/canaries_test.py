@@ -40,6 +40,25 @@ class MarkingTest(absltest.TestCase):
     batches = list(canaries_lib.mark_dataset(real, tf.constant(plain), 3))
     np.testing.assert_array_equal(batches[0][0], np.ones([2, 3]))
 
+  def test_canary_index_reads_the_marker_without_dataset_functions(self):
+    real = tf.data.Dataset.from_tensors(
+        (tf.ones([2, 3], tf.int64), tf.ones([2, 3], tf.int64))).repeat(2)
+    key = data.mark_round_keys([data.client_round_key(7, 'client:a')],
+                               ['client:a'], {'client:a': 12}, 'canary')[0]
+    marked = canaries_lib.mark_dataset(real, tf.constant(key), 3)
+    index = canaries_lib._canary_index   # pylint: disable=protected-access
+    self.assertEqual(int(index(marked)), 12)
+    self.assertEqual(int(index(real)), -1)
+    self.assertEqual(int(index(real.take(0))), -1)   # An empty client.
+    # The marking and the index are count-based: no filter, map or reduce
+    # function (a graph function per client is what the hang involved).
+    graph = tf.function(
+        lambda key: index(canaries_lib.mark_dataset(real, key, 3))
+    ).get_concrete_function(tf.TensorSpec([], tf.string)).graph
+    ops = {op.type for op in graph.get_operations()}
+    self.assertFalse(ops & {'FilterDataset', 'ReduceDataset', 'MapDataset'},
+                     ops)
+
   def test_keys_mark_only_the_canaries_in_cohort_order(self):
     canaries = canaries_lib.Canaries(count=2, seed=3, norm=1.0,
                                      client_indices=(4, 1))
