@@ -70,6 +70,7 @@ def run(config, *, dimension: int, canaries: int, population: int,
     bootstrap: resamples for the interval.
     progress: called with (round, rounds) after each round.
   """
+  # TF and TFF only when an audit runs (validation above needs neither).
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
   import tensorflow_federated as tff

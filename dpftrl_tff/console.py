@@ -43,6 +43,7 @@ def quiet_libraries():
   logging.set_verbosity(logging.ERROR)
   warnings.filterwarnings('ignore')
   try:
+    # Quiets TensorFlow without importing it for binaries that do not use it.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     tf.get_logger().setLevel('ERROR')
     tf.autograph.set_verbosity(0)

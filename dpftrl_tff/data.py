@@ -20,6 +20,7 @@ import os
 import sqlite3
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from google.protobuf import message
 import numpy as np
 import tensorflow as tf
 
@@ -121,7 +122,6 @@ def check_database(cache_dir: str) -> str:
 
 def _check_example(blob, cache_dir: str):
   """Refuses a stored example that is not a StackOverflow tf.train.Example."""
-  from google.protobuf import message  # pylint: disable=g-import-not-at-top
   try:
     example = tf.train.Example.FromString(bytes(blob))
   except (message.DecodeError, TypeError) as e:
@@ -142,6 +142,7 @@ def load_stackoverflow(cache_dir: str):
   dataset computations, which remote workers (`dpftrl_tff.remote`) run in
   their own working directory.
   """
+  # TFF (heavy; its import starts an execution context) only to load or compose.
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   check_database(cache_dir)
   return tff.simulation.datasets.stackoverflow.load_data(
@@ -424,6 +425,7 @@ def build_client_dataset_computation(client_data, preprocess, mark=None):
   then build the datasets in Python (`build_client_dataset`). `mark`:
   (dataset, key tensor) -> dataset, applied last (the canaries' marker).
   """
+  # TFF (heavy; its import starts an execution context) only to load or compose.
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   dataset_fn = getattr(client_data, 'serializable_dataset_fn', None)
   if dataset_fn is None:

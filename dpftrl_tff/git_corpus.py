@@ -64,6 +64,7 @@ import numpy as np
 
 from dpftrl_tff import checks
 from dpftrl_tff import data
+from dpftrl_tff import strict_json
 
 PUBLIC_TEXT_NAME = 'public_text.txt'
 CORPUS_RECORD_NAME = 'corpus.json'
@@ -560,12 +561,12 @@ def build(output_dir: str, commits: Iterable[Commit],
       len(v) for v in splits.values())
   if documents is not None:
     stats['public_text'] = write_public_text(output_dir, documents)
+    # TensorFlow Datasets only when there is public text to prepare.
     from dpftrl_tff import public_corpus  # pylint: disable=g-import-not-at-top
     builder = public_corpus.public_text_builder(output_dir, prepare=True)
     stats['public_text']['tfds_data_dir'] = os.path.abspath(
         builder.data_dir_root)
   record = dict(settings=dataclasses.asdict(settings), source=source or {},
                 stats=stats)
-  from dpftrl_tff import strict_json  # pylint: disable=g-import-not-at-top
   strict_json.write(os.path.join(output_dir, CORPUS_RECORD_NAME), record)
   return stats

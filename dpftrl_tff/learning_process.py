@@ -101,6 +101,7 @@ def build_runner(config: TrainConfig, process, *, train_data,
   """
   if not config.workers:
     return resident.ResidentProcess(process, statistic=statistic)
+  # The remote runner (gRPC) only with --workers.
   # pylint: disable=g-import-not-at-top
   from dpftrl_tff.remote import context as context_lib
   from dpftrl_tff.remote import rounds

@@ -6,6 +6,7 @@ so importing or using this module does not change pyplot's global backend.
 
 from matplotlib.backends import backend_agg
 from matplotlib import figure as mpl_figure
+import numpy as np
 
 
 def _subplots(ncols=1, *, figsize, dpi):
@@ -118,7 +119,6 @@ def training_curves(path, rows):
 def heatmap_plot(path, grid, *, row_labels, col_labels, xlabel, ylabel,
                  title):
   """A PNG of a 2-D grid of values, each cell annotated (NaN: blank)."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
   grid = np.asarray(grid, dtype=float)
   fig, ax = _subplots(figsize=(1.2 * grid.shape[1] + 2.5,
                                0.8 * grid.shape[0] + 2.0), dpi=120)

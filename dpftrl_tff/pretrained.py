@@ -22,6 +22,8 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
+from dpftrl_tff import run_directory
+
 WEIGHTS_FILE = 'pretrained_weights.npz'
 METADATA_FILE = 'pretrained.json'
 MODEL_FIELDS = ('vocab_size', 'latent_size', 'embedding_size',
@@ -51,7 +53,6 @@ def file_sha256(path: str) -> str:
 
 def save(directory: str, weights: Sequence[np.ndarray], metadata: Dict):
   """Writes the weights and the metadata atomically (weights first)."""
-  from dpftrl_tff import run_directory  # pylint: disable=g-import-not-at-top
   os.makedirs(directory, exist_ok=True)
   path = os.path.join(directory, WEIGHTS_FILE)
   tmp = path + '.tmp'

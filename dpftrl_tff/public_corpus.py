@@ -30,6 +30,7 @@ ids (unknown words to OOV), as for the federated data.
 import bisect
 import dataclasses
 import os
+import shutil
 from typing import Optional
 
 import numpy as np
@@ -229,7 +230,6 @@ def public_text_builder(corpus_dir: str, *, prepare: bool = False):
   """
   data_dir = os.path.join(corpus_dir, 'tfds')
   if prepare and os.path.isdir(os.path.join(data_dir, PUBLIC_TEXT_NAME)):
-    import shutil  # pylint: disable=g-import-not-at-top
     shutil.rmtree(os.path.join(data_dir, PUBLIC_TEXT_NAME))
   source = os.path.join(corpus_dir, PUBLIC_TEXT_FILE)
   builder = PublicText(data_dir=data_dir, source_file=source)

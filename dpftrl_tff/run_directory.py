@@ -295,6 +295,7 @@ class MetricsWriter:
   """
 
   def __init__(self, run_dir: RunDirectory, resume_round: int):
+    # TensorFlow (TensorBoard) and matplotlib only when a run writes them.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     self._tf = tf
     self.path = run_dir.file(METRICS_FILE)
@@ -334,6 +335,7 @@ class MetricsWriter:
 
   def plot(self):
     """metrics.png: train and eval loss and accuracy against rounds."""
+    # TensorFlow (TensorBoard) and matplotlib only when a run writes them.
     from dpftrl_tff import plotting  # pylint: disable=g-import-not-at-top
     plotting.training_curves(self.plot_path, self.rows)
 

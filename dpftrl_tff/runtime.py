@@ -12,6 +12,7 @@ its teardown. It also configures glibc's allocator (see
 
 import atexit
 import ctypes
+import gc
 import os
 import signal
 import sys
@@ -116,7 +117,6 @@ def _forget_tff_workers():
   AttributeError. Once the workers are stopped here, it has nothing to do, so
   its __del__ is replaced by a no-op.
   """
-  import gc  # pylint: disable=g-import-not-at-top
   for obj in gc.get_objects():
     if type(obj).__name__ == 'ServiceManager' and hasattr(obj, '_process'):
       type(obj).__del__ = lambda self: None

@@ -12,6 +12,7 @@ import math
 import os
 from typing import Dict, List, Sequence, Tuple
 
+from absl import flags
 import numpy as np
 
 from dpftrl_tff import config as config_lib
@@ -121,7 +122,6 @@ def check_points(points: Sequence[Dict]):
   for an integer flag, or a value outside an enum, is one line naming the
   flag, before the first point trains.
   """
-  from absl import flags  # pylint: disable=g-import-not-at-top
   for point in points:
     flag_values = flags.FlagValues()
     config_lib.define_flags(flag_values=flag_values)

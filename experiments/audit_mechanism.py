@@ -59,6 +59,7 @@ flags.set_default(_CONFIG['canaries'], 100)
 
 
 def run():
+  # After flags are parsed: a bad flag is one line, without TensorFlow.
   # pylint: disable=g-import-not-at-top
   from dpftrl_tff import canary_audit
   from dpftrl_tff import tff_compat

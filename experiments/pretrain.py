@@ -82,6 +82,7 @@ flags.adopt_module_key_flags(data_flags)
 
 
 def run() -> dict:
+  # After flags are parsed: a bad flag is one line, without TensorFlow.
   # pylint: disable=g-import-not-at-top
   from dpftrl_tff import data
   from dpftrl_tff import pretraining

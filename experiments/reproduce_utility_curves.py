@@ -139,6 +139,7 @@ class Runner:
 
   def __init__(self, root: str, scale: Scale, corpus_sentences: int,
                cache_dir: Optional[str] = None):
+    # TensorFlow only when a curve is trained (the plot-only path needs none).
     # pylint: disable=g-import-not-at-top
     from dpftrl_tff import data
     from dpftrl_tff import tff_compat
@@ -174,6 +175,7 @@ class Runner:
     return config_lib.TrainConfig(**values)
 
   def train(self, name: str, config) -> dict:
+    # TensorFlow only when a curve is trained (the plot-only path needs none).
     from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
     print(f'--- {name}', flush=True)
     out = os.path.join(self.root, name)
@@ -185,6 +187,7 @@ class Runner:
                 eval_curve=run_directory.read_metric(out))
 
   def pretrain(self, steps: int, seed: int) -> str:
+    # TensorFlow only when a curve is trained (the plot-only path needs none).
     # pylint: disable=g-import-not-at-top
     from dpftrl_tff import learning_process
     from dpftrl_tff import pretraining
@@ -238,6 +241,7 @@ def _zcdp_at(config, rounds, num_clients):
   the worst case (MinS 0) is used for every mechanism alike, so the
   comparison is like for like.
   """
+  # TensorFlow only when a curve is trained (the plot-only path needs none).
   from dpftrl_tff.aggregators import registry  # pylint: disable=g-import-not-at-top
   planned = config.build_sampler(num_clients).planned(rounds)
   if planned is None:

@@ -21,6 +21,7 @@ from dpftrl_tff import runtime
 runtime.install()   # Quiet TF logs (inherited by the worker), cleanup.
 
 # pylint: disable=g-import-not-at-top
+import os
 import socket
 import time
 
@@ -59,7 +60,6 @@ def _check_port(port: int):
 def _cpus():
   if _CPUS.value is None:
     return None
-  import os  # pylint: disable=g-import-not-at-top
   available = sorted(os.sched_getaffinity(0))
   cpus = []
   for item in _CPUS.value:
@@ -71,6 +71,7 @@ def _cpus():
 
 
 def run():
+  # After flags are parsed: a bad flag is one line, without TFF.
   from dpftrl_tff import checks  # pylint: disable=g-import-not-at-top
   from dpftrl_tff.remote import workers  # pylint: disable=g-import-not-at-top
   if _PORT.value is None:

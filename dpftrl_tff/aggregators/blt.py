@@ -156,6 +156,7 @@ def build_dp_ftrl_blt_factory(*, noise_multiplier: float,
                           noise_seed=dp_ftrl.resolve_noise_seed(noise_seed)),
       denominator=float(clients_per_round))
   if record_aggregation_factory is not None:
+    # TFF only for an inner record aggregation (SecAgg).
     import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
     return tff.aggregators.DifferentiallyPrivateFactory(
         query, record_aggregation_factory)

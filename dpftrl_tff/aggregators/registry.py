@@ -23,6 +23,10 @@ import numpy as np
 from dpftrl_tff import accounting
 from dpftrl_tff import checks
 
+# The mechanisms' modules (TensorFlow, TFF) are imported inside the functions
+# that build or check a factory: the accountant, the launch planner and the
+# flag definitions use this registry without loading TensorFlow.
+
 
 @dataclasses.dataclass(frozen=True)
 class Mechanism:

@@ -15,6 +15,7 @@ def simulate(*, population, rounds, report_goal, model, seed,
   `timer` holds the timer model's settings (used when model is 'timer');
   `progress(done, rounds)`, if given, is called every 1000 rounds.
   """
+  # A cycle: the package (build_sampler) imports this module.
   from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
   sampler = participation.build_sampler(
       model, num_clients=population, report_goal=report_goal, seed=seed,

@@ -119,6 +119,7 @@ def start_worker(port: int, *, cpus: Optional[Iterable[int]] = None,
     max_concurrent_computation_calls: TFF's limit on parallel calls of one
       computation (-1: none).
   """
+  # TFF internals and gRPC only when a worker is started or probed.
   from dpftrl_tff.tff_compat import worker as worker_patch  # pylint: disable=g-import-not-at-top
   runtime.configure_allocator()
   cpus = None if cpus is None else sorted(set(cpus))
@@ -137,12 +138,14 @@ def start_worker(port: int, *, cpus: Optional[Iterable[int]] = None,
 
 def channel(worker: Worker):
   """An insecure gRPC channel to `worker` with TFF's message limits."""
+  # TFF internals and gRPC only when a worker is started or probed.
   import grpc  # pylint: disable=g-import-not-at-top
   return grpc.insecure_channel(worker.target, list(GRPC_CHANNEL_OPTIONS))
 
 
 def is_reachable(worker: Worker, timeout: float) -> bool:
   """True when a gRPC connection to `worker` opens within `timeout` s."""
+  # TFF internals and gRPC only when a worker is started or probed.
   import grpc  # pylint: disable=g-import-not-at-top
   probe = channel(worker)
   try:

@@ -35,6 +35,7 @@ def _enabled(switch: str) -> bool:
 
 def install() -> Dict[str, bool]:
   """Applies the workarounds (idempotent); returns which are active."""
+  # TFF only when the workarounds are installed.
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from dpftrl_tff.tff_compat import fast_serialization  # pylint: disable=g-import-not-at-top
   from dpftrl_tff.tff_compat import worker  # pylint: disable=g-import-not-at-top
@@ -60,6 +61,7 @@ def set_execution_context(*, secure_sums: bool):
   sums mod M; otherwise the context TFF sets at import (a local C++ worker)
   is kept.
   """
+  # TFF only when the workarounds are installed.
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   if secure_sums:
     tff.backends.test.set_sync_test_cpp_execution_context()

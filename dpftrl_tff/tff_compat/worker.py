@@ -62,6 +62,7 @@ def patch_worker_launch() -> bool:
   thread ends (the context is gone) or the process dies, however it dies.
   Workers already running are not affected. Returns True when patched.
   """
+  # TFF internals only when patching.
   from tensorflow_federated.python.core.impl.executor_stacks import executor_factory  # pylint: disable=g-import-not-at-top
   if not runtime._load_libc():  # pylint: disable=protected-access
     return False
