@@ -17,7 +17,8 @@ import time
 
 from dpftrl_tff import runtime
 
-runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
+runtime.install(malloc_arenas=2)   # Before TensorFlow: quiet C++ logs; two
+                                   # malloc arenas keep the worker small.
 
 from absl import app
 from absl import flags

@@ -6,10 +6,10 @@ factory of `--aggregator` (tree, BLT, adaptive clipping, SecAgg inside) is
 built by the mechanism registry exactly as training builds it, for a model
 of `dimension` parameters, and run for T rounds in TFF on:
 
-  * real clients' updates replaced by random vectors (i.i.d. Gaussian
-    directions of norm `update_norm`), and
+  * real clients' updates replaced by random vectors (independent random
+    signs, norm `update_norm`: `empirical_privacy.random_signs`), and
   * K canary clients, each with its own fixed random unit direction u_k
-    scaled to `canary_norm` (past the clip norm, so clipped to C like any
+    (random signs from (seed, k)) scaled to `canary_norm` (past the clip norm, so clipped to C like any
     update). The canaries are members of the population and take part
     whenever the participation model in use (uniform, min_sep_groups,
     timer) puts them in a cohort, taking real clients' places: the report
@@ -26,10 +26,11 @@ Here only the final-model statistic; canaries inside training
 (`canaries`, --canaries) also give the all-iterates one.
 """
 
+from concurrent import futures
 import dataclasses
 import os
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Iterator, Optional
 
 import numpy as np
 
@@ -43,10 +44,18 @@ from dpftrl_tff import strict_json
 from dpftrl_tff.aggregators import registry
 
 
-def _random_updates(rng, num: int, dimension: int, norm: float):
-  updates = rng.standard_normal((num, dimension), dtype=np.float32)
-  updates *= norm / np.linalg.norm(updates, axis=1, keepdims=True)
-  return updates
+def _prefetched(make: Callable[[int], Any], count: int) -> Iterator[Any]:
+  """make(0), ..., make(count - 1), in this order, each made in a thread
+  while the caller works on the one before (an audit round waits on TFF's
+  worker; the next cohort's values are drawn meanwhile, with the same random
+  draws in the same order as without the thread)."""
+  with futures.ThreadPoolExecutor(1) as pool:
+    upcoming = pool.submit(make, 0) if count > 0 else None
+    for r in range(count):
+      current = upcoming.result()
+      if r + 1 < count:
+        upcoming = pool.submit(make, r + 1)
+      yield current
 
 
 def run(config, *, dimension: int, canaries: int, population: int,
@@ -75,6 +84,7 @@ def run(config, *, dimension: int, canaries: int, population: int,
   import tensorflow as tf
   import tensorflow_federated as tff
   from dpftrl_tff import learning_process
+  from dpftrl_tff.tff_compat import resident
   # pylint: enable=g-import-not-at-top
   if canaries < 2:
     raise ValueError(f'--canaries must be >= 2, got {canaries}.')
@@ -103,19 +113,24 @@ def run(config, *, dimension: int, canaries: int, population: int,
   # u_0 .. u_{K-1} inserted, u_K .. u_{2K-1} never; drawn when needed.
   directions = empirical_privacy.SeededDirections(
       2 * canaries, dimension, seed=int(rng.integers(2**62)))
+  rounds = resident.ResidentAggregation(process)   # The tree stays in TFF.
   state = process.initialize()
   total = np.zeros(dimension)
   started = time.time()
-  for r in range(config.total_rounds):
+
+  def cohort_values(r):
+    """Round r's client values: real clients' random signs, canaries' u_k."""
     cohort = sampler.sample(r)
     log.record(r, cohort)
     num_real = sum(int(c) not in canary_of for c in cohort)
-    real = iter(_random_updates(rng, num_real, dimension, update_norm))
-    values = [(canary_norm * directions.unit(canary_of[int(c)])).astype(
+    real = iter(empirical_privacy.random_signs(rng, num_real, dimension,
+                                              update_norm))
+    return [(canary_norm * directions.unit(canary_of[int(c)])).astype(
         np.float32) if int(c) in canary_of else next(real) for c in cohort]
-    output = process.next(state, values)
-    state = output.state
-    result = np.asarray(output.result, np.float64)
+
+  for r, values in enumerate(_prefetched(cohort_values, config.total_rounds)):
+    state, result = rounds.next(state, values)
+    result = np.asarray(result, np.float64)
     if not np.all(np.isfinite(result)):
       raise ValueError(f'round {r + 1}: the mechanism released a value that '
                        'is not finite.')

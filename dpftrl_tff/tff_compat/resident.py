@@ -143,24 +143,12 @@ def _resident_context(context):
   return async_context
 
 
-class ResidentProcess:
-  """Runs rounds of a learning process with its state kept in the worker.
+class _Resident:
+  """A (state, client data) -> (state, outputs...) computation run with the
+  state kept in the worker; the outputs after the state come to Python."""
 
-  Usage:
-    resident = ResidentProcess(process)
-    state = process.initialize()          # or any Python state
-    for data in cohorts:
-      state, metrics, update_norm = resident.next(state, data)
-    python_state = resident.materialize(state)
-  """
-
-  def __init__(self, process, *, context=None, statistic=None):
-    """`statistic`: see `build_next_with_update_norm`; each round's value is
-    `last_statistic` after `next`."""
-    self._process = process
-    self._next = build_next_with_update_norm(process, statistic)
-    self._with_statistic = statistic is not None
-    self.last_statistic = None
+  def __init__(self, computation, *, context=None):
+    self._next = computation
     self._state_type, self._data_type = self._next.type_signature.parameter
     self._result_type = self._next.type_signature.result
     self._names = [name for name, _ in
@@ -186,15 +174,13 @@ class ResidentProcess:
     transform = getattr(self._async_context, '_transform_result', None)
     return transform(value) if transform is not None else value
 
-  def next(self, state, client_data: Sequence[Any]):
-    """One round: returns (state handle, metrics, model update norm)."""
+  def _call(self, state, client_data: Sequence[Any]):
+    """(new state, [outputs after the state as Python values])."""
     client_data = list(client_data)
     if not self.keeps_state_in_worker:
-      state = self.materialize(state)
-      new_state, metrics, norm, *statistic = self._next(state, client_data)
-      self.last_statistic = statistic[0] if statistic else None
-      return new_state, metrics, float(norm)
-    return self._run(self._next_async(state, client_data))
+      new_state, *outputs = self._next(self.materialize(state), client_data)
+      return new_state, outputs
+    return self._run(self._call_async(state, client_data))
 
   def materialize(self, state):
     """The state as Python values (cached per handle)."""
@@ -224,7 +210,7 @@ class ResidentProcess:
     self._functions[key] = (executor._executor_id, function)  # pylint: disable=protected-access
     return function
 
-  async def _next_async(self, state, client_data):
+  async def _call_async(self, state, client_data):
     cardinalities = {tff.CLIENTS: len(client_data)}
     factory = self._async_context.executor_factory
     executor = factory.create_executor(dict(cardinalities))
@@ -248,17 +234,75 @@ class ResidentProcess:
           [(self._names[0], state_value), (self._names[1], data_value)]))
       result = await executor.create_call(function, argument)
       new_state = await executor.create_selection(result, 0)
-      metrics = await (await executor.create_selection(result, 1)).compute()
-      norm = await (await executor.create_selection(result, 2)).compute()
-      self.last_statistic = (
-          await (await executor.create_selection(result, 3)).compute()
-          if self._with_statistic else None)
+      outputs = []
+      for index in range(1, len(self._result_type)):
+        value = await (await executor.create_selection(result, index)).compute()
+        outputs.append(self._transform_result(
+            type_conversions.type_to_py_container(
+                value, self._result_type[index])))
     except Exception:
       factory.clean_up_executor(dict(cardinalities))
       self._functions.pop(id(executor), None)
       raise
-    metrics = self._transform_result(type_conversions.type_to_py_container(
-        metrics, self._result_type[1]))
     return (ResidentState(new_state, executor,
                           executor._executor_id),  # pylint: disable=protected-access
-            metrics, float(norm))
+            outputs)
+
+
+class ResidentProcess(_Resident):
+  """Runs rounds of a learning process with its state kept in the worker.
+
+  Usage:
+    resident = ResidentProcess(process)
+    state = process.initialize()          # or any Python state
+    for data in cohorts:
+      state, metrics, update_norm = resident.next(state, data)
+    python_state = resident.materialize(state)
+  """
+
+  def __init__(self, process, *, context=None, statistic=None):
+    """`statistic`: see `build_next_with_update_norm`; each round's value is
+    `last_statistic` after `next`."""
+    super().__init__(build_next_with_update_norm(process, statistic),
+                     context=context)
+    self._process = process
+    self.last_statistic = None
+
+  def next(self, state, client_data: Sequence[Any]):
+    """One round: returns (state handle, metrics, model update norm)."""
+    new_state, (metrics, norm, *statistic) = self._call(state, client_data)
+    self.last_statistic = statistic[0] if statistic else None
+    return new_state, metrics, float(norm)
+
+
+class ResidentAggregation(_Resident):
+  """Runs an aggregation process (`tff.templates.AggregationProcess`, e.g. a
+  DP factory's) with its state kept in the worker: a round sends the
+  clients' values and brings back only the aggregate. For DP-FTRL the state
+  is the tree (log2(t) + 2 model-size vectors), which otherwise crosses to
+  the worker and back every round.
+
+  Usage:
+    resident = ResidentAggregation(process)
+    state = process.initialize()
+    state, aggregate = resident.next(state, client_values)
+  """
+
+  def __init__(self, process, *, context=None):
+    state_type, value_type = process.next.type_signature.parameter
+
+    @tff.tensorflow.computation(state_type.member)
+    def copy(state):
+      return tf.nest.map_structure(tf.identity, state)
+
+    @tff.federated_computation(state_type, value_type)
+    def next_state_and_result(state, value):
+      output = process.next(state, value)
+      return tff.federated_map(copy, output.state), output.result
+
+    super().__init__(next_state_and_result, context=context)
+
+  def next(self, state, client_values: Sequence[Any]):
+    """One round: (state handle, the released aggregate)."""
+    new_state, (result,) = self._call(state, client_values)
+    return new_state, result
