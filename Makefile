@@ -25,7 +25,7 @@ demo: $(STAMP)
 	$(PY) -m experiments.run_stackoverflow --flagfile=configs/demo.flags $(ARGS)
 
 test: $(STAMP)
-	$(PY) -m pytest tests -q -p no:cacheprovider -n 3 --dist loadscope
+	$(PY) -m pytest tests -q -p no:cacheprovider -n 3 --dist loadscope --durations=15
 
 # Bazel 4.2.3 from Debian (root's apt-get), offline: BUILD's targets and the
 # small tests on .venv's interpreter (docs/bazel.md). make test runs the same

@@ -5,6 +5,7 @@ import os
 import tempfile
 
 from absl.testing import absltest
+from absl.testing import parameterized
 import numpy as np
 
 from dpftrl_tff import canary_audit
@@ -39,7 +40,7 @@ def _audit(config, **kwargs):
                           rng=np.random.default_rng(7), **kwargs).result
 
 
-class CanaryAuditTest(absltest.TestCase):
+class CanaryAuditTest(parameterized.TestCase):
 
   def test_one_round_estimate_is_the_gaussian_mechanism(self):
     # One round, every canary at most once: the final model is one
@@ -57,10 +58,18 @@ class CanaryAuditTest(absltest.TestCase):
     self.assertEqual(result['canary_participations']['max'], 1)
     strict_json.loads(strict_json.dumps(result))
 
-  def test_a_broken_noise_path_is_caught(self):
+  @parameterized.named_parameters(
+      ('tree', {}),
+      ('tree_secagg', dict(secagg=True, secagg_scale=1000.0)),
+      ('adaptive', dict(aggregator='dp_ftrl_adaptive',
+                        clipped_count_stddev=25.0)),
+      ('blt', dict(aggregator='dp_ftrl_blt')))
+  def test_a_broken_noise_path_is_caught(self, overrides):
     # The factory adds a quarter of the noise the accountant assumes: the
-    # estimate's lower end exceeds the accounted bound.
-    original = registry.get('dp_ftrl')
+    # estimate's lower end exceeds the accounted bound, and it does not
+    # when the noise is as accounted.
+    config = _config(**overrides)
+    original = registry.get(config.aggregator)
 
     def broken_factory(config, record_specs):
       return original.build_factory(
@@ -70,13 +79,21 @@ class CanaryAuditTest(absltest.TestCase):
 
     broken = dataclasses.replace(original, build_factory=broken_factory)
     get = registry.get
-    registry.get = lambda name: broken if name == 'dp_ftrl' else get(name)
+    registry.get = lambda name: broken if name == config.aggregator else get(
+        name)
     try:
-      result = _audit(_config())
+      result = _audit(config)
     finally:
       registry.get = get
     self.assertGreater(result['epsilon_interval'][0],
                        result['accounted_epsilon'])
+    honest = _audit(config)
+    self.assertLess(honest['epsilon_interval'][0], honest['accounted_epsilon'])
+    print(f'{self._testMethodName}: accounted '
+          f'{result["accounted_epsilon"]:.2f}, as configured '
+          f'{honest["empirical_epsilon"]:.2f} {honest["epsilon_interval"]}, '
+          f'noise / 4 {result["empirical_epsilon"]:.2f} '
+          f'{result["epsilon_interval"]}')
 
   def test_secagg_and_adaptive_paths_run(self):
     for overrides in (dict(secagg=True, secagg_scale=1000.0),

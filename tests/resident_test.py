@@ -1,5 +1,6 @@
 """Rounds with the state kept in TFF's worker equal plain `process.next`."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from dpftrl_tff.tff_compat import resident
 from dpftrl_tff import learning_process
 from dpftrl_tff import runtime
 from dpftrl_tff import training
+from dpftrl_tff.aggregators import registry
 
 _VOCAB = 30
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -130,6 +132,36 @@ class ResidentProcessTest(tf.test.TestCase, parameterized.TestCase):
       rounds.materialize(kept)
     with self.assertRaises(resident.ResidentStateLostError):
       rounds.next(kept, [_dataset(s) for s in range(3)])
+
+
+class ResidentAggregationTest(tf.test.TestCase, parameterized.TestCase):
+
+  def tearDown(self):
+    runtime.shutdown_workers()
+    tff.backends.native.set_sync_local_cpp_execution_context()
+    super().tearDown()
+
+  @parameterized.named_parameters(('dp_ftrl', 'dp_ftrl'),
+                                  ('dp_ftrl_blt', 'dp_ftrl_blt'))
+  def test_rounds_equal_plain_process_next(self, aggregator):
+    config = dataclasses.replace(_config(aggregator), total_rounds=8)
+    mechanism = registry.get(aggregator)
+    config = mechanism.planned(config, 40)
+    factory = mechanism.build_factory(config, tf.TensorSpec([50], tf.float32))
+    process = factory.create(tff.TensorType(np.float32, [50]))
+    rounds = resident.ResidentAggregation(process)
+    self.assertTrue(rounds.keeps_state_in_worker)
+    rng = np.random.default_rng(0)
+    plain = kept = process.initialize()
+    for cohort in _COHORTS:   # Fresh values each round, sizes 3, 2, 3, 3.
+      values = list(rng.standard_normal((len(cohort), 50), np.float32))
+      output = process.next(plain, values)
+      plain = output.state
+      kept, result = rounds.next(kept, values)
+      self.assertIsInstance(kept, resident.ResidentState)
+      np.testing.assert_array_equal(result, output.result)
+    for want, got in zip(_leaves(plain), _leaves(rounds.materialize(kept))):
+      np.testing.assert_array_equal(got, want)
 
 
 _EXIT_SCRIPT = """
