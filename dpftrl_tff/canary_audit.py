@@ -79,13 +79,52 @@ def run(config, *, dimension: int, canaries: int, population: int,
     bootstrap: resamples for the interval.
     progress: called with (round, rounds) after each round.
   """
-  # TF and TFF only when an audit runs (validation above needs neither).
-  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf
-  import tensorflow_federated as tff
-  from dpftrl_tff import learning_process
-  from dpftrl_tff.tff_compat import resident
-  # pylint: enable=g-import-not-at-top
+  _check_arguments(config, dimension=dimension, canaries=canaries,
+                   population=population)
+  rng = rng or np.random.default_rng()
+  mechanism = registry.get(config.aggregator)
+  clip = mechanism.initial_clip(config)
+  scale = clip if clip else 1.0   # No clip (no DP): unit updates.
+  canary_norm = 2.0 * scale if canary_norm is None else canary_norm
+  update_norm = scale if update_norm is None else update_norm
+  config = mechanism.planned(config, population)   # The BLT's MinS, MaxP.
+  canary_ids = rng.choice(population, canaries, replace=False)
+  # u_0 .. u_{K-1} inserted, u_K .. u_{2K-1} never; drawn when needed.
+  directions = empirical_privacy.SeededDirections(
+      2 * canaries, dimension, seed=int(rng.integers(2**62)))
+  started = time.time()
+  total, log = _run_rounds(
+      config, mechanism, dimension=dimension, population=population,
+      canary_of={int(c): k for k, c in enumerate(canary_ids)},
+      directions=directions, norms=(canary_norm, update_norm), rng=rng,
+      progress=progress)
+  counts = log.counts[canary_ids]
+  seen = counts > 0
+  cos_seen = directions.cosines(total, np.flatnonzero(seen))
+  cos_never = directions.cosines(total, range(canaries, 2 * canaries))
+  result = empirical_privacy.estimate(
+      cos_seen, cos_never, delta, rng=rng, bootstrap=bootstrap).as_dict()
+  accounted = _accounted(mechanism, config, log, delta)
+  result.update(
+      mechanism=config.aggregator, participation=config.participation,
+      rounds=config.total_rounds, dimension=dimension,
+      clients_per_round=config.clients_per_round, population=population,
+      noise_multiplier=config.noise_multiplier, clip_norm=clip,
+      canary_norm=canary_norm, update_norm=update_norm,
+      canary_participations=dict(
+          mean=float(np.mean(counts)), max=int(np.max(counts)),
+          never=int(np.sum(~seen))),
+      observed_max_participation=max(1, log.max_participation),
+      observed_min_separation=log.min_separation,
+      accounted_epsilon=accounted and accounted['epsilon'],
+      accounted_zcdp=accounted and accounted['zcdp'],
+      seconds=time.time() - started)
+  return Audit(result=result, seen_cosines=cos_seen,
+               unseen_cosines=cos_never, accounted=accounted)
+
+
+def _check_arguments(config, *, dimension: int, canaries: int,
+                     population: int):
   if canaries < 2:
     raise ValueError(f'--canaries must be >= 2, got {canaries}.')
   if population < max(config.clients_per_round, canaries + 1):
@@ -94,13 +133,19 @@ def run(config, *, dimension: int, canaries: int, population: int,
         f'({config.clients_per_round}) and above --canaries ({canaries}).')
   if dimension < 2:
     raise ValueError(f'--dimension must be >= 2, got {dimension}.')
-  rng = rng or np.random.default_rng()
-  mechanism = registry.get(config.aggregator)
-  clip = mechanism.initial_clip(config)
-  scale = clip if clip else 1.0   # No clip (no DP): unit updates.
-  canary_norm = 2.0 * scale if canary_norm is None else canary_norm
-  update_norm = scale if update_norm is None else update_norm
-  config = mechanism.planned(config, population)   # The BLT's MinS, MaxP.
+
+
+def _run_rounds(config, mechanism, *, dimension: int, population: int,
+                canary_of: Dict[int, int], directions, norms, rng, progress):
+  """The T rounds of the mechanism's factory in TFF: (the sum of the
+  released aggregates in float64, the participation log)."""
+  # TF and TFF only when an audit runs (the checks above need neither).
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
+  from dpftrl_tff import learning_process
+  from dpftrl_tff.tff_compat import resident
+  # pylint: enable=g-import-not-at-top
   learning_process.prepare_execution(config)   # SecAgg's secure sums need TFF's
                                        # test context, as in training.
   factory = mechanism.build_factory(
@@ -108,15 +153,7 @@ def run(config, *, dimension: int, canaries: int, population: int,
   process = factory.create(tff.TensorType(np.float32, [dimension]))
   sampler = config.build_sampler(population)
   log = participation.ParticipationLog(population)
-  canary_ids = rng.choice(population, canaries, replace=False)
-  canary_of = {int(c): k for k, c in enumerate(canary_ids)}
-  # u_0 .. u_{K-1} inserted, u_K .. u_{2K-1} never; drawn when needed.
-  directions = empirical_privacy.SeededDirections(
-      2 * canaries, dimension, seed=int(rng.integers(2**62)))
-  rounds = resident.ResidentAggregation(process)   # The tree stays in TFF.
-  state = process.initialize()
-  total = np.zeros(dimension)
-  started = time.time()
+  canary_norm, update_norm = norms
 
   def cohort_values(r):
     """Round r's client values: real clients' random signs, canaries' u_k."""
@@ -128,6 +165,9 @@ def run(config, *, dimension: int, canaries: int, population: int,
     return [(canary_norm * directions.unit(canary_of[int(c)])).astype(
         np.float32) if int(c) in canary_of else next(real) for c in cohort]
 
+  rounds = resident.ResidentAggregation(process)   # The tree stays in TFF.
+  state = process.initialize()
+  total = np.zeros(dimension)
   for r, values in enumerate(_prefetched(cohort_values, config.total_rounds)):
     state, result = rounds.next(state, values)
     result = np.asarray(result, np.float64)
@@ -137,41 +177,25 @@ def run(config, *, dimension: int, canaries: int, population: int,
     total += result
     if progress is not None:
       progress(r + 1, config.total_rounds)
-  counts = log.counts[canary_ids]
-  seen = counts > 0
-  cos_seen = directions.cosines(total, np.flatnonzero(seen))
-  cos_never = directions.cosines(total, range(canaries, 2 * canaries))
-  result = empirical_privacy.estimate(
-      cos_seen, cos_never, delta, rng=rng, bootstrap=bootstrap).as_dict()
+  return total, log
+
+
+def _accounted(mechanism, config, log, delta: float
+               ) -> Optional[Dict[str, Any]]:
+  """The accountant's report at the observed MinS and MaxP (PrivacyReport
+  fields at `delta`), None without noise."""
   rounds = config.total_rounds
   max_p = max(1, log.max_participation)
   min_sep = log.min_separation if log.min_separation >= 0 else rounds - 1
   accounted = mechanism.privacy(config, rounds, max_p,
                                 min(min_sep, rounds - 1))
-  result.update(
-      mechanism=config.aggregator, participation=config.participation,
-      rounds=rounds, dimension=dimension,
-      clients_per_round=config.clients_per_round, population=population,
-      noise_multiplier=config.noise_multiplier, clip_norm=clip,
-      canary_norm=canary_norm, update_norm=update_norm,
-      canary_participations=dict(
-          mean=float(np.mean(counts)), max=int(np.max(counts)),
-          never=int(np.sum(~seen))),
-      observed_max_participation=max_p,
-      observed_min_separation=log.min_separation,
-      accounted_epsilon=(None if accounted is None else
-                         accounting.epsilon_pld(accounted.zcdp, delta)),
-      accounted_zcdp=None if accounted is None else accounted.zcdp,
-      seconds=time.time() - started)
-  accounted_dict = None
-  if accounted is not None:
-    accounted_dict = dict(
-        accounted.as_dict(), restart_rounds=list(accounted.restart_rounds),
-        delta=delta, epsilon=result['accounted_epsilon'],
-        epsilon_closed_form=accounting.epsilon_closed_form(accounted.zcdp,
-                                                           delta))
-  return Audit(result=result, seen_cosines=cos_seen,
-               unseen_cosines=cos_never, accounted=accounted_dict)
+  if accounted is None:
+    return None
+  return dict(
+      accounted.as_dict(), restart_rounds=list(accounted.restart_rounds),
+      delta=delta, epsilon=accounting.epsilon_pld(accounted.zcdp, delta),
+      epsilon_closed_form=accounting.epsilon_closed_form(accounted.zcdp,
+                                                         delta))
 
 
 @dataclasses.dataclass(frozen=True)
