@@ -35,13 +35,18 @@ def verbose() -> bool:
     return False
 
 
-def quiet_libraries():
-  """Drops library logs and warnings below ERROR unless --verbosity >= 1."""
+def quiet_libraries(import_tensorflow: bool = True):
+  """Drops library logs and warnings below ERROR unless --verbosity >= 1.
+
+  `import_tensorflow=False`: absl's and Python's only, for binaries that
+  may not need TensorFlow (its C++ logs are `runtime.install`'s)."""
   if verbose():
     os.environ['TF_CPP_MIN_LOG_LEVEL'] = '0'
     return
   logging.set_verbosity(logging.ERROR)
   warnings.filterwarnings('ignore')
+  if not import_tensorflow:
+    return
   try:
     # Quiets TensorFlow without importing it for binaries that do not use it.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top

@@ -62,6 +62,70 @@ _NOISE_OF = {'dp_ftrl': 'tree', 'dp_ftrl_adaptive': 'tree',
 _DEFAULTS = config_lib.TrainConfig
 
 
+def _mechanism(aggregator: str, clipped_count_stddev) -> str:
+  """The noise ('tree' or 'blt') of `aggregator`, or one line why not."""
+  if aggregator not in _NOISE_OF:
+    reason = ('has no DP noise to account' if aggregator == 'none' else
+              'is unknown')
+    raise ValueError(f'--aggregator={aggregator!r} {reason}; allowed: '
+                     f'{", ".join(_NOISE_OF)}.')
+  if (clipped_count_stddev is not None and
+      aggregator != 'dp_ftrl_adaptive'):
+    raise ValueError(f'--clipped_count_stddev={clipped_count_stddev} '
+                     f'applies with --aggregator=dp_ftrl_adaptive, not '
+                     f'{aggregator}.')
+  return _NOISE_OF[aggregator]
+
+
+def _check_numbers(*, rounds, noise_multiplier, max_participation,
+                   min_separation, delta):
+  for name, value in (('rounds', rounds),
+                      ('noise_multiplier', noise_multiplier)):
+    if value is None:
+      raise ValueError(f'--{name} is required.')
+  if rounds < 1:
+    raise ValueError(f'--rounds must be an integer >= 1, got {rounds}.')
+  if not noise_multiplier > 0 or noise_multiplier == float('inf'):
+    raise ValueError(f'--noise_multiplier must be a finite number > 0, got '
+                     f'{noise_multiplier}.')
+  if max_participation is not None and max_participation < 1:
+    raise ValueError(f'--max_participation must be an integer >= 1, got '
+                     f'{max_participation}.')
+  if min_separation is not None and min_separation < 0:
+    raise ValueError(f'--min_separation must be an integer >= 0, got '
+                     f'{min_separation}.')
+  if not 0 < delta < 1:
+    raise ValueError(f'--delta must be in (0, 1), got {delta}.')
+
+
+def _min_separation(min_separation, *, population, report_goal):
+  """(MinS to account, the most a population allows or None): MinS is the
+  population's most when only the population is given, else 0."""
+  max_min_sep = None
+  if report_goal is None and population is not None:
+    raise ValueError('--population needs --report_goal.')
+  if report_goal is not None and report_goal < 1:
+    raise ValueError(f'--report_goal must be >= 1, got {report_goal}.')
+  if population is not None:
+    max_min_sep = accounting.max_min_separation(population, report_goal)
+    if min_separation is None:
+      min_separation = max_min_sep
+    elif min_separation > max_min_sep:
+      raise ValueError(
+          f'--min_separation={min_separation} is impossible for '
+          f'--population={population} at --report_goal={report_goal}: at '
+          f'most {max_min_sep}.')
+  return (0 if min_separation is None else min_separation), max_min_sep
+
+
+def _default_count_stddev(report_goal) -> float:
+  if report_goal is None:
+    raise ValueError('--aggregator=dp_ftrl_adaptive needs '
+                     '--clipped_count_stddev or --report_goal (default '
+                     'report_goal / 20).')
+  return accounting.default_clipped_count_stddev(report_goal)
+
+
 def build_report(*, rounds, noise_multiplier, max_participation=None,
                  min_separation=None, population=None, report_goal=None,
                  delta=accounting.DEFAULT_DELTA, restart_rounds=None,
@@ -80,58 +144,15 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   gives others; sigma_b `clipped_count_stddev`, default report_goal / 20)
   or dp_ftrl_blt (BLT noise).
   """
-  if aggregator not in _NOISE_OF:
-    reason = ('has no DP noise to account' if aggregator == 'none' else
-              'is unknown')
-    raise ValueError(f'--aggregator={aggregator!r} {reason}; allowed: '
-                     f'{", ".join(_NOISE_OF)}.')
-  mechanism = _NOISE_OF[aggregator]
+  mechanism = _mechanism(aggregator, clipped_count_stddev)
   adaptive_clipping = aggregator == 'dp_ftrl_adaptive'
-  if clipped_count_stddev is not None and not adaptive_clipping:
-    raise ValueError(f'--clipped_count_stddev={clipped_count_stddev} '
-                     f'applies with --aggregator=dp_ftrl_adaptive, not '
-                     f'{aggregator}.')
-  for name, value in (('rounds', rounds),
-                      ('noise_multiplier', noise_multiplier)):
-    if value is None:
-      raise ValueError(f'--{name} is required.')
-  if rounds < 1:
-    raise ValueError(f'--rounds must be an integer >= 1, got {rounds}.')
-  if not noise_multiplier > 0 or noise_multiplier == float('inf'):
-    raise ValueError(f'--noise_multiplier must be a finite number > 0, got '
-                     f'{noise_multiplier}.')
-  if max_participation is not None and max_participation < 1:
-    raise ValueError(f'--max_participation must be an integer >= 1, got '
-                     f'{max_participation}.')
-  if min_separation is not None and min_separation < 0:
-    raise ValueError(f'--min_separation must be an integer >= 0, got '
-                     f'{min_separation}.')
-  if not 0 < delta < 1:
-    raise ValueError(f'--delta must be in (0, 1), got {delta}.')
-  max_min_sep = None
-  if population is not None or report_goal is not None:
-    if report_goal is None and population is not None:
-      raise ValueError('--population needs --report_goal.')
-    if report_goal is not None and report_goal < 1:
-      raise ValueError(f'--report_goal must be >= 1, got {report_goal}.')
-  if population is not None:
-    max_min_sep = accounting.max_min_separation(population, report_goal)
-    if min_separation is None:
-      min_separation = max_min_sep
-    elif min_separation > max_min_sep:
-      raise ValueError(
-          f'--min_separation={min_separation} is impossible for '
-          f'--population={population} at --report_goal={report_goal}: at '
-          f'most {max_min_sep}.')
-  if min_separation is None:
-    min_separation = 0
+  _check_numbers(rounds=rounds, noise_multiplier=noise_multiplier,
+                 max_participation=max_participation,
+                 min_separation=min_separation, delta=delta)
+  min_separation, max_min_sep = _min_separation(
+      min_separation, population=population, report_goal=report_goal)
   if adaptive_clipping and clipped_count_stddev is None:
-    if report_goal is None:
-      raise ValueError('--aggregator=dp_ftrl_adaptive needs '
-                       '--clipped_count_stddev or --report_goal (default '
-                       'report_goal / 20).')
-    clipped_count_stddev = accounting.default_clipped_count_stddev(
-        report_goal)
+    clipped_count_stddev = _default_count_stddev(report_goal)
   restarts = parse_restart_rounds(restart_rounds, rounds)
   if restarts and mechanism == 'blt':
     raise ValueError('--restart_rounds are tree aggregation\'s; BLT noise '
@@ -163,22 +184,25 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
       model_dim=model_dim, clip_norm=clip_norm, blt=blt).as_dict()
   if optimized is not None:
     report['blt'] = optimized.as_dict()
-  report['restart_rounds'] = list(report['restart_rounds'])
-  report['aggregator'] = aggregator
-  report['requested_max_participation'] = max_participation
-  possible = accounting.max_possible_participation(rounds, min_separation)
-  report['max_possible_participation'] = possible
-  report['max_reachable_min_separation'] = max_min_sep
-  report['population'] = population
-  report['report_goal'] = report_goal
+  report.update(
+      restart_rounds=list(report['restart_rounds']), aggregator=aggregator,
+      requested_max_participation=max_participation,
+      max_possible_participation=accounting.max_possible_participation(
+          rounds, min_separation),
+      max_reachable_min_separation=max_min_sep, population=population,
+      report_goal=report_goal)
   if secagg_scale is not None and report_goal is not None:
-    secagg_modulus = accounting.modulus(clip_norm,
-                                        report['secagg']['padded_dim'],
-                                        secagg_scale, report_goal)
-    report['secagg']['modulus'] = secagg_modulus
-    report['secagg']['bits_per_parameter'] = accounting.bits_per_parameter(
-        secagg_modulus)
+    _add_secagg_modulus(report['secagg'], clip_norm=clip_norm,
+                        secagg_scale=secagg_scale, report_goal=report_goal)
   return report
+
+
+def _add_secagg_modulus(secagg, *, clip_norm, secagg_scale, report_goal):
+  """SecAgg's modulus M and bits a parameter for a launch's report goal."""
+  secagg['modulus'] = accounting.modulus(clip_norm, secagg['padded_dim'],
+                                         secagg_scale, report_goal)
+  secagg['bits_per_parameter'] = accounting.bits_per_parameter(
+      secagg['modulus'])
 
 
 def _maxp_note(r):

@@ -24,11 +24,16 @@ spellings --mechanism and --adaptive_clipping are refused with the new one.
 import os
 import sys
 
+from dpftrl_tff import runtime
+
+runtime.install()   # Before TensorFlow (the BLT optimizer's): quiet C++ logs.
+
 from absl import app
 from absl import flags
 
 from dpftrl_tff import accounting
 from dpftrl_tff import config as config_lib
+from dpftrl_tff import console
 from dpftrl_tff import planned_privacy
 from dpftrl_tff import run_directory
 from dpftrl_tff import strict_json
@@ -103,6 +108,7 @@ def _refused_spellings():
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  console.quiet_libraries(import_tensorflow=False)   # The optimizer's logs.
   try:
     _refused_spellings()
     report = planned_privacy.build_report(

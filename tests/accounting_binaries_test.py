@@ -120,6 +120,16 @@ class PrivacyAccountantTest(parameterized.TestCase):
     self.assertEqual(report['max_participation'],
                      (1900 - 1) // (report['min_separation'] + 1) + 1)
 
+  def test_optimized_blt_prints_no_library_logs(self):
+    # The optimizer logs each L-BFGS-B run at INFO: not on a user's screen
+    # (--verbosity=1 shows them), and no TF C++ INFO lines either.
+    proc = _run('experiments.privacy_accountant', '--rounds=50',
+                '--noise_multiplier=3', '--min_separation=5',
+                '--max_participation=3', '--aggregator=dp_ftrl_blt')
+    self.assertEqual(proc.returncode, 0, proc.stderr)
+    self.assertNotRegex(proc.stderr, r'(?m)^[IW]\d{4} |L-BFGS-B|oneDNN')
+    self.assertIn('BLT noise', proc.stdout)
+
   def test_blt_json_matches_library(self):
     path = os.path.join(tempfile.mkdtemp(), 'blt.json')
     with open(path, 'w') as f:
