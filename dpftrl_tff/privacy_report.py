@@ -135,10 +135,30 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
         '(noise multiplier 0 or a non-DP aggregator). Nothing below the '
         'data\'s own sensitivity protects its clients.', '']
     return '\n'.join(lines)
-  eps = number(privacy['epsilon'], '.6g')
-  rho = number(privacy['zcdp'], '.6g')
-  delta = number(privacy['delta'], 'g')
+  lines += _setting_lines(kind, released)
+  lines += _mechanism_lines(privacy, clipping)
+  lines += _accounting_lines(privacy, participation, kind)
+  if launch_equivalent:
+    lines += _launch_equivalent_lines(launch_equivalent)
+  lines += ['', '## 5. Empirical privacy', '']
+  if empirical:
+    lines += empirical_lines(empirical)
+  else:
+    lines.append('Not measured for this report (no canaries).')
   lines += [
+      '', '## 6. Transparency', '',
+      'Code: this repository (dpftrl_tff), on TensorFlow Federated and '
+      'TensorFlow Privacy; '
+      + ('the run\'s hparams.json records the command, the commit and the '
+         'package versions.' if kind == 'run' else
+         'computed by experiments.privacy_accountant with the flags given.'),
+      '']
+  return '\n'.join(lines)
+
+
+def _setting_lines(kind: str, released: str) -> List[str]:
+  """Sections 1 and 2: the DP setting and the definition, instantiated."""
+  return [
       'Structure: the paper\'s appendix "Reporting privacy guarantees", '
       'after Ponomareva et al. (2023, Sec. 5.3).', '',
       '## 1. DP setting', '',
@@ -161,8 +181,15 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
       'took part in.', '',
       '## 3. Mechanism and parameters', '',
   ]
-  lines += _mechanism_lines(privacy, clipping)
-  lines += [
+
+
+def _accounting_lines(privacy: Dict[str, Any], participation: str,
+                      kind: str) -> List[str]:
+  """Section 4: the accounting, its figures and the formal statement."""
+  eps = number(privacy['epsilon'], '.6g')
+  rho = number(privacy['zcdp'], '.6g')
+  delta = number(privacy['delta'], 'g')
+  lines = [
       '', '## 4. Privacy accounting', '',
       '- Type: rho-zCDP (Bun and Steinke 2016) from the exact sensitivity '
       'of the noise: rho = sensitivity^2 / (2 z_eff^2), the sensitivity '
@@ -177,41 +204,29 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
       '### Accounted figures', '',
   ]
   lines += figures_table(privacy)
-  lines += [
+  return lines + [
       '', '### Formal statement', '',
       f'Every model released by this {kind} satisfies {rho}-zCDP, hence ({eps}, {delta})-DP, at the device '
       'level under zero-out adjacency, provided that no device took part '
       f'more than {privacy["max_participation"]} times and never twice '
       f'with fewer than {privacy["min_separation"]} rounds between.',
   ]
-  if launch_equivalent:
-    le = launch_equivalent
-    lines += [
-        '', '### Launch-equivalent figure (NOT this run\'s guarantee)', '',
-        f'A launch with report goal {le["report_goal"]} and the same noise '
-        f'per client (z = {number(le["noise_multiplier"], ".6g")}), '
-        f'population {le["population"]} (MinS at most '
-        f'{le["population_min_separation"]}), T = {le["rounds"]}, MinS '
-        f'{le["min_separation"]}, worst-case MaxP {le["max_participation"]}: '
-        f'rho-zCDP {number(le["zcdp"], ".6g")}, epsilon '
-        f'{number(le["epsilon"], ".6g")} at delta {number(le["delta"], "g")}.'
-        ' This is what the simulation\'s noise per client would give at '
-        'launch scale (paper Sec. 2.2), not a property of this run.',
-    ]
-  lines += ['', '## 5. Empirical privacy', '']
-  if empirical:
-    lines += empirical_lines(empirical)
-  else:
-    lines.append('Not measured for this report (no canaries).')
-  lines += [
-      '', '## 6. Transparency', '',
-      'Code: this repository (dpftrl_tff), on TensorFlow Federated and '
-      'TensorFlow Privacy; '
-      + ('the run\'s hparams.json records the command, the commit and the '
-         'package versions.' if kind == 'run' else
-         'computed by experiments.privacy_accountant with the flags given.'),
-      '']
-  return '\n'.join(lines)
+
+
+def _launch_equivalent_lines(le: Dict[str, Any]) -> List[str]:
+  """The launch a simulation stands for, labelled as not its guarantee."""
+  return [
+      '', '### Launch-equivalent figure (NOT this run\'s guarantee)', '',
+      f'A launch with report goal {le["report_goal"]} and the same noise '
+      f'per client (z = {number(le["noise_multiplier"], ".6g")}), '
+      f'population {le["population"]} (MinS at most '
+      f'{le["population_min_separation"]}), T = {le["rounds"]}, MinS '
+      f'{le["min_separation"]}, worst-case MaxP {le["max_participation"]}: '
+      f'rho-zCDP {number(le["zcdp"], ".6g")}, epsilon '
+      f'{number(le["epsilon"], ".6g")} at delta {number(le["delta"], "g")}.'
+      ' This is what the simulation\'s noise per client would give at '
+      'launch scale (paper Sec. 2.2), not a property of this run.',
+  ]
 
 
 def empirical_lines(empirical: Dict[str, Any]) -> List[str]:
