@@ -40,6 +40,7 @@ from dpftrl_tff import config as config_lib
 from dpftrl_tff import strict_json
 from dpftrl_tff import participation
 from dpftrl_tff import progress as progress_lib
+from dpftrl_tff.aggregators import registry
 
 _POPULATION = flags.DEFINE_integer('population', None,
                                    'Estimated population (devices).')
@@ -91,16 +92,19 @@ def _parse_list(values, name, kind, minimum):
 
 
 def privacy(sim, noise_multiplier, delta):
-  """zCDP and epsilon of DP-FTRL with the simulation's MinS and MaxP."""
+  """zCDP and epsilon of DP-FTRL with the simulation's MinS and MaxP, from
+  the mechanism registry (what training accounts for --aggregator=dp_ftrl)."""
   min_sep = sim['observed_min_separation']
   if min_sep < 0:
     min_sep = sim['rounds'] - 1
-  report = accounting.compute_privacy(
-      rounds=sim['rounds'], noise_multiplier=noise_multiplier,
-      max_participation=max(1, sim['observed_max_participation']),
-      min_separation=min_sep, delta=delta)
+  config = config_lib.TrainConfig(
+      aggregator='dp_ftrl', noise_multiplier=noise_multiplier,
+      total_rounds=sim['rounds'], clients_per_round=sim['report_goal'])
+  report = registry.get('dp_ftrl').privacy(
+      config, sim['rounds'], max(1, sim['observed_max_participation']),
+      min_sep)
   return dict(noise_multiplier=noise_multiplier, zcdp=report.zcdp,
-              epsilon=report.epsilon,
+              epsilon=accounting.epsilon_pld(report.zcdp, delta),
               sensitivity_squared=report.sensitivity_squared)
 
 

@@ -72,6 +72,23 @@ def _leaves(structure) -> Sequence[tf.Tensor]:
   return tf.nest.flatten(structure)
 
 
+def _build_state_copy(state_type) -> tff.Computation:
+  """A server state -> the same values as new tensors, in the worker.
+
+  An aggregation state kept in the worker is otherwise a reference into
+  the round's call, and keeps that call's arguments alive: every earlier
+  round's client values (an audit at d = 2.4M: 70 MB a round, 12 GB after
+  150 rounds). The copy cuts the chain; it changes no value. (A learning
+  process's state is made by its own TF computations: flat without it.)
+  """
+
+  @tff.tensorflow.computation(state_type.member)
+  def copy(state):
+    return tf.nest.map_structure(tf.identity, state)
+
+  return copy
+
+
 def build_next_with_update_norm(process, statistic=None) -> tff.Computation:
   """(state, client_data) -> (new state, metrics, ||theta_new - theta||_2).
 
@@ -280,7 +297,7 @@ class ResidentAggregation(_Resident):
   DP factory's) with its state kept in the worker: a round sends the
   clients' values and brings back only the aggregate. For DP-FTRL the state
   is the tree (log2(t) + 2 model-size vectors), which otherwise crosses to
-  the worker and back every round.
+  the worker and back every round (copied there: `_build_state_copy`).
 
   Usage:
     resident = ResidentAggregation(process)
@@ -291,9 +308,7 @@ class ResidentAggregation(_Resident):
   def __init__(self, process, *, context=None):
     state_type, value_type = process.next.type_signature.parameter
 
-    @tff.tensorflow.computation(state_type.member)
-    def copy(state):
-      return tf.nest.map_structure(tf.identity, state)
+    copy = _build_state_copy(state_type)
 
     @tff.federated_computation(state_type, value_type)
     def next_state_and_result(state, value):
