@@ -9,11 +9,12 @@ of `dimension` parameters, and run for T rounds in TFF on:
   * real clients' updates replaced by random vectors (independent random
     signs, norm `update_norm`: `empirical_privacy.random_signs`), and
   * K canary clients, each with its own fixed random unit direction u_k
-    (random signs from (seed, k)) scaled to `canary_norm` (past the clip norm, so clipped to C like any
-    update). The canaries are members of the population and take part
-    whenever the participation model in use (uniform, min_sep_groups,
-    timer) puts them in a cohort, taking real clients' places: the report
-    goal and the real clients' participation rules are unchanged.
+    (random signs from (seed, k)) scaled to `canary_norm` (past the clip
+    norm, so clipped to C like any update). The canaries are members of
+    the population and take part whenever the participation model in use
+    (uniform, min_sep_groups, timer) puts them in a cohort, taking real
+    clients' places: the report goal and the real clients' participation
+    rules are unchanged.
 
 K further directions are never inserted. Each u_k is drawn from (seed, k)
 when it is needed (`empirical_privacy.SeededDirections`), so memory holds

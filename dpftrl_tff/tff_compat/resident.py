@@ -282,7 +282,6 @@ class ResidentProcess(_Resident):
     `last_statistic` after `next`."""
     super().__init__(build_next_with_update_norm(process, statistic),
                      context=context)
-    self._process = process
     self.last_statistic = None
 
   def next(self, state, client_data: Sequence[Any]):
