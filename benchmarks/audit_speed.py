@@ -24,6 +24,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from benchmarks import proc_memory
 from dpftrl_tff import config as config_lib
 
 _DIMENSION = flags.DEFINE_integer('dimension', 2_383_022,
@@ -39,20 +40,8 @@ _CLIENTS = flags.DEFINE_integer('clients_per_round', 20, 'Report goal m.')
 
 def _worker_peak_mb():
   """Peak resident memory (VmHWM) of this process's TFF worker_binary."""
-  peak = 0.0
-  for pid in os.listdir('/proc'):
-    try:
-      with open(f'/proc/{pid}/stat') as f:
-        parent = int(f.read().rsplit(')', 1)[1].split()[1])
-      if parent != os.getpid():
-        continue
-      with open(f'/proc/{pid}/status') as f:
-        for line in f:
-          if line.startswith('VmHWM:'):
-            peak = max(peak, int(line.split()[1]) / 1024)
-    except (OSError, ValueError, IndexError):
-      continue
-  return peak
+  return max([proc_memory.memory_mb(pid, 'VmHWM')
+              for pid in proc_memory.child_pids(os.getpid())], default=0.0)
 
 
 def main(argv):

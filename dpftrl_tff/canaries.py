@@ -35,11 +35,12 @@ into an epsilon at the run's delta with a bootstrap interval.
 How a canary is marked: its client round key gets the prefix
 'canary<k>|'; the client dataset computation then yields one marker batch
 whose first token is -(k + 1) instead of the client's data
-(`mark_dataset`), and the canary client work (`build_client_work`) trains on
-the real batches only (none for a canary) and substitutes the canary update
-when it sees the marker.
+(`mark_dataset`), and the canary client work (`build_client_work`) skips
+the marker, trains on what is left (nothing for a canary) and substitutes
+the canary update when it saw the marker.
 """
 
+import collections
 import dataclasses
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -47,6 +48,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
+# TFF's client update function (not in its public API), wrapped whole.
+from tensorflow_federated.python.learning.templates import (
+    model_delta_client_work as tff_client_work)
 
 from dpftrl_tff import data
 from dpftrl_tff import empirical_privacy
@@ -113,14 +117,18 @@ def mark_dataset(dataset, key, sequence_length: int):
                                                            tf.int64)))
 
 
+@tf.function
 def _canary_index(dataset):
-  """k when the dataset is canary k's marker, else -1 (no dataset function:
-  the first batch, or a zero sentinel for an empty dataset)."""
-  x_spec = dataset.element_spec[0]
-  sentinel = tf.data.Dataset.from_tensors(
-      (tf.zeros([1] + x_spec.shape[1:].as_list(), x_spec.dtype),) * 2)
-  first = dataset.take(1).concatenate(sentinel).take(1).get_single_element()
-  first = first[0][0, 0]
+  """k when the dataset is canary k's marker, else -1.
+
+  Reads the first batch with a dataset iterator, as TFF's DATASET_ITERATOR
+  loop does (an empty dataset reads as not a canary). Not with
+  `get_single_element`: in TFF's worker that grew the worker by about
+  28 MB a round (docs/performance.md).
+  """
+  first = tf.constant(0, tf.int64)
+  for x, _ in iter(dataset.take(1)):
+    first = x[0, 0]
   return tf.where(first < 0, -first - 1, tf.constant(-1, tf.int64))
 
 
@@ -148,27 +156,38 @@ def build_client_work(model_fn, optimizer, canaries: Canaries):
 
   A client whose dataset carries a canary marker (`mark_dataset`) returns
   norm * u_k as its update instead of a trained delta; every other client
-  trains as usual (the marker batches are filtered out before training).
+  trains as usual. The marker is read, skipped and substituted inside the
+  client's one TF computation around TFF's own client update
+  (`model_delta_client_work.build_model_delta_update_with_tff_optimizer`),
+  so real clients run TFF's update on their unchanged dataset, and the
+  round's metrics are aggregated as TFF's `build_model_delta_client_work`
+  aggregates them (`sum_then_finalize`). A canary trains on nothing: its
+  metrics stay zero, as before.
+
+  The marker is read with a dataset iterator (`_canary_index`), which
+  keeps TFF's worker flat over a run (docs/performance.md).
   """
   inner = tff.learning.templates.build_model_delta_client_work(
       model_fn, optimizer, tff.learning.ClientWeighting.UNIFORM,
       loop_implementation=tff.learning.LoopImplementation.DATASET_ITERATOR)
   state_type, weights_type, data_type = inner.next.type_signature.parameter
+  with tf.Graph().as_default():   # As TFF: no variables in the global graph.
+    metrics_aggregation = tff.learning.metrics.sum_then_finalize(
+        model_fn().metric_finalizers())
   result_type = inner.next.type_signature.result.result.member
-  update_leaves = tff.structure.flatten(result_type.update)
-  shapes, sizes = _shapes(update_leaves)
+  shapes, sizes = _shapes(tff.structure.flatten(result_type.update))
   seed, norm = canaries.seed, canaries.norm
 
-  @tff.tensorflow.computation(data_type.member)
-  def canary_index(dataset):
-    return _canary_index(dataset)
-
-  @tff.tensorflow.computation(data_type.member)
-  def real_batches(dataset):   # A canary's dataset is its one marker.
-    return dataset.skip(tf.cast(_canary_index(dataset) >= 0, tf.int64))
-
-  @tff.tensorflow.computation(result_type, tf.int64)
-  def substitute(result, k):
+  @tff.tensorflow.computation(state_type.member, weights_type.member,
+                              data_type.member)
+  def client_update(hparams, weights, dataset):
+    k = _canary_index(dataset)
+    update_fn = tff_client_work.build_model_delta_update_with_tff_optimizer(
+        model_fn=model_fn, weighting=tff.learning.ClientWeighting.UNIFORM,
+        loop_implementation=tff.learning.LoopImplementation.DATASET_ITERATOR)
+    result, model_output = update_fn(
+        optimizer, weights, dataset.skip(tf.cast(k >= 0, tf.int64)),
+        hparams)   # A canary's dataset is its one marker: nothing is left.
     update = tf.nest.flatten(result.update)
     chosen = tf.cond(
         k >= 0,
@@ -176,16 +195,15 @@ def build_client_work(model_fn, optimizer, canaries: Canaries):
         lambda: update)
     return tff.learning.templates.ClientResult(
         update=tf.nest.pack_sequence_as(result.update, chosen),
-        update_weight=result.update_weight)
+        update_weight=result.update_weight), model_output
 
   @tff.federated_computation(state_type, weights_type, data_type)
   def next_fn(state, weights, client_data):
-    k = tff.federated_map(canary_index, client_data)
-    output = inner.next(state, weights,
-                        tff.federated_map(real_batches, client_data))
-    result = tff.federated_map(substitute, (output.result, k))
-    return tff.templates.MeasuredProcessOutput(output.state, result,
-                                               output.measurements)
+    result, model_outputs = tff.federated_map(
+        client_update, (tff.federated_broadcast(state), weights, client_data))
+    measurements = tff.federated_zip(
+        collections.OrderedDict(train=metrics_aggregation(model_outputs)))
+    return tff.templates.MeasuredProcessOutput(state, result, measurements)
 
   return tff.learning.templates.ClientWorkProcess(
       inner.initialize, next_fn, get_hparams_fn=inner.get_hparams,

@@ -49,13 +49,6 @@ def run() -> dict:
     console.warn(f'--noise_seed={config.noise_seed} fixes the DP noise: it '
                  f'is predictable and the run gives no privacy (tests and '
                  f'debugging only).')
-  if config.canaries:
-    extra_gb = 2 * config.total_rounds * config.clients_per_round / 1024
-    console.warn(f'--canaries={config.canaries}: TFF\'s worker grows by '
-                 f'about 2 MB per client per round in runs with canaries (a '
-                 f'known leak, docs/empirical_privacy.md): '
-                 f'{config.total_rounds} rounds of {config.clients_per_round}'
-                 f' clients may need about {extra_gb:.1f} GB more.')
   so = data_flags.load(_ROOT.value, config.vocab_size)
   train_data, heldout_data, vocab = so.train, so.heldout, so.vocab
   output_dir = os.path.join(_ROOT.value, _NAME.value)
