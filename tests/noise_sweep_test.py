@@ -77,18 +77,27 @@ class NoiseSweepBinaryTest(parameterized.TestCase):
     self.assertIn('client_lr: 0.5 -> 0.7', other.stderr)
     self.assertIn('z0_seed4', other.stderr)
 
-  @parameterized.named_parameters(
-      ('negative_z', ['--noise_multipliers=-1'], '--noise_multipliers'),
-      ('nan_z', ['--noise_multipliers=nan'], '--noise_multipliers'),
-      ('bad_seed', ['--seeds=x'], '--seeds'),
-      ('missing_flagfile', ['--training_flagfile=/nonexistent.flags'],
-       '--training_flagfile'))
-  def test_bad_input_is_refused_clearly(self, args, flag):
-    proc = fixtures.run_module('experiments.noise_sweep', *args,
-                               f'--root_output_dir={tempfile.mkdtemp()}')
-    self.assertEqual(proc.returncode, 2)
-    self.assertIn(flag, proc.stderr)
-    self.assertNotIn('Traceback', proc.stderr)
+
+_BAD_INPUT = (
+    ('negative_z', ['--noise_multipliers=-1'], '--noise_multipliers'),
+    ('nan_z', ['--noise_multipliers=nan'], '--noise_multipliers'),
+    ('bad_seed', ['--seeds=x'], '--seeds'),
+    ('missing_flagfile', ['--training_flagfile=/nonexistent.flags'],
+     '--training_flagfile'))
+
+
+class BadInputTest(fixtures.BadInputTest):
+  MODULE = 'experiments.noise_sweep'
+  CASES = _BAD_INPUT
+  RETURNCODE = 2
+
+  @classmethod
+  def case_args(cls, args):
+    return list(args) + [f'--root_output_dir={tempfile.mkdtemp()}']
+
+  @parameterized.named_parameters(fixtures.case_parameters(_BAD_INPUT))
+  def test_bad_input_is_refused_clearly(self, case, expected):
+    self.check_refused(case, expected)
 
 
 if __name__ == '__main__':
