@@ -129,20 +129,11 @@ def pretrain(train_config, pretrain_config: PretrainConfig, *,
                   model_seed=train_config.seed, corpus=corpus,
                   vocab_sha256=pretrained.vocab_sha256(vocab))
   with run_dir.lock():
-    previous = run_dir.previous_hparams()
-    if previous is not None:
-      diffs = run_directory.identity_differences(previous, identity, ())
-      if diffs:
-        raise run_directory.RunDirectoryError(
-            f'{output_dir} holds another pretraining ({"; ".join(diffs)}); '
-            f'use the same flags or another --output_dir.')
-    run_dir.claim(identity)
+    _claim(run_dir, identity, output_dir)
     model = build_model(train_config)
     optimizer = tf.keras.optimizers.Adam(pretrain_config.learning_rate)
-    loss_fn = lm_metrics.MaskedCrossEntropy()
     optimizer.build(model.trainable_variables)
     state = list(model.trainable_variables) + list(optimizer.variables)
-
     leaves, start = run_dir.load_checkpoint(
         [v.numpy() for v in state], warn=print_fn)
     if leaves is not None:
@@ -154,60 +145,21 @@ def pretrain(train_config, pretrain_config: PretrainConfig, *,
       for variable, value in zip(state, leaves):
         variable.assign(value)
       print_fn(f'Resuming {output_dir} from step {start}.')
-
-    @tf.function
-    def train_step(x, y):
-      with tf.GradientTape() as tape:
-        loss = loss_fn(y, model(x, training=True))
-      grads = tape.gradient(loss, model.trainable_variables)
-      optimizer.apply_gradients(zip(grads, model.trainable_variables))
-      return loss
-
     dataset = batches(sentences, vocab,
                       sequence_length=train_config.sequence_length,
                       batch_size=pretrain_config.batch_size,
                       shuffle_buffer_size=pretrain_config.shuffle_buffer_size,
                       seed=pretrain_config.seed).skip(start)
-    bar = progress.Progress(pretrain_config.steps, start,
-                            stream=progress_stream, unit='step',
-                            print_fn=None if print_fn is print else print_fn)
-    metrics_path = run_dir.file(METRICS_FILE)
-    rows, last_eval = _read_rows(metrics_path, start), {}
-    started = datetime.datetime.now()
     end = pretrain_config.steps
     if stop_after_step is not None:
       end = min(end, stop_after_step)
-    try:
-      step = start
-      for x, y in dataset.take(max(0, end - start)):
-        tick = datetime.datetime.now()
-        loss = float(train_step(x, y))
-        step += 1
-        row = dict(step=step, train_loss=loss)
-        evaluated = eval_dataset is not None and (
-            step % pretrain_config.steps_per_eval == 0 or
-            step == pretrain_config.steps)
-        if evaluated:
-          last_eval = evaluate(model, eval_dataset, train_config.vocab_size)
-          row.update(eval_loss=last_eval['loss'],
-                     eval_in_vocab_accuracy=last_eval['in_vocab_accuracy'])
-        rows.append(row)
-        if (step % pretrain_config.steps_per_checkpoint == 0 or
-            step == end):
-          run_dir.save_checkpoint([v.numpy() for v in state], step)
-          # With its checkpoint: a kill keeps the loss history up to it.
-          run_directory.write_csv_atomic(metrics_path, rows)
-        eval_text = (f' eval_acc {last_eval["in_vocab_accuracy"]:.4f}'
-                     if evaluated else '')
-        bar.update(step, (datetime.datetime.now() - tick).total_seconds(),
-                   f'loss {loss:.4f}{eval_text}', force=evaluated)
-    finally:
-      bar.close()
-    if rows:
-      run_directory.write_csv_atomic(metrics_path, rows)
-    if step < end:
-      raise ValueError(f'The corpus ran out after {step} steps.')
-    if step < pretrain_config.steps:
+    started = datetime.datetime.now()
+    last_eval = _train_steps(
+        model, optimizer, state, dataset, run_dir=run_dir, start=start,
+        end=end, pretrain_config=pretrain_config,
+        eval_dataset=eval_dataset, vocab_size=train_config.vocab_size,
+        print_fn=print_fn, progress_stream=progress_stream)
+    if end < pretrain_config.steps:
       return None
     metadata = dict(
         model=pretrained.model_sizes(train_config),
@@ -221,3 +173,68 @@ def pretrain(train_config, pretrain_config: PretrainConfig, *,
     pretrained.save(output_dir, [v.numpy() for v in model.trainable_weights],
                     metadata)
     return metadata
+
+
+def _claim(run_dir, identity: Dict, output_dir: str):
+  """Claims `run_dir` for `identity`, or refuses another pretraining's."""
+  previous = run_dir.previous_hparams()
+  if previous is not None:
+    diffs = run_directory.identity_differences(previous, identity, ())
+    if diffs:
+      raise run_directory.RunDirectoryError(
+          f'{output_dir} holds another pretraining ({"; ".join(diffs)}); '
+          f'use the same flags or another --output_dir.')
+  run_dir.claim(identity)
+
+
+def _train_steps(model, optimizer, state, dataset, *, run_dir, start: int,
+                 end: int, pretrain_config: PretrainConfig, eval_dataset,
+                 vocab_size: int, print_fn, progress_stream) -> Dict:
+  """Steps start+1..end: trains, evaluates, checkpoints `state` and writes
+  the metrics; the last evaluation (empty if none). Raises ValueError when
+  the corpus runs out first."""
+  loss_fn = lm_metrics.MaskedCrossEntropy()
+
+  @tf.function
+  def train_step(x, y):
+    with tf.GradientTape() as tape:
+      loss = loss_fn(y, model(x, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+  bar = progress.Progress(pretrain_config.steps, start,
+                          stream=progress_stream, unit='step',
+                          print_fn=None if print_fn is print else print_fn)
+  metrics_path = run_dir.file(METRICS_FILE)
+  rows, last_eval = _read_rows(metrics_path, start), {}
+  step = start
+  try:
+    for x, y in dataset.take(max(0, end - start)):
+      tick = datetime.datetime.now()
+      loss = float(train_step(x, y))
+      step += 1
+      row = dict(step=step, train_loss=loss)
+      evaluated = eval_dataset is not None and (
+          step % pretrain_config.steps_per_eval == 0 or
+          step == pretrain_config.steps)
+      if evaluated:
+        last_eval = evaluate(model, eval_dataset, vocab_size)
+        row.update(eval_loss=last_eval['loss'],
+                   eval_in_vocab_accuracy=last_eval['in_vocab_accuracy'])
+      rows.append(row)
+      if step % pretrain_config.steps_per_checkpoint == 0 or step == end:
+        run_dir.save_checkpoint([v.numpy() for v in state], step)
+        # With its checkpoint: a kill keeps the loss history up to it.
+        run_directory.write_csv_atomic(metrics_path, rows)
+      eval_text = (f' eval_acc {last_eval["in_vocab_accuracy"]:.4f}'
+                   if evaluated else '')
+      bar.update(step, (datetime.datetime.now() - tick).total_seconds(),
+                 f'loss {loss:.4f}{eval_text}', force=evaluated)
+  finally:
+    bar.close()
+  if rows:
+    run_directory.write_csv_atomic(metrics_path, rows)
+  if step < end:
+    raise ValueError(f'The corpus ran out after {step} steps.')
+  return last_eval
