@@ -194,21 +194,7 @@ def generate(cache_dir: str, *, num_train_clients: int = 3000,
         n = int(min(max_sentences_per_client,
                     np.floor((rng.pareto(_PARETO_SHAPE) + 1.0) *
                              min_sentences_per_client)))
-        rows = []
-        for k in range(n):
-          ids = lang.sentence(rng, client)
-          if split == 'train':
-            np.add.at(word_counts, ids, 1)
-          tokens = ' '.join(lang.words[i] for i in ids)
-          topic = client['topics'][0]
-          tags = '|'.join(lang.tags[3 * topic + j]
-                          for j in range(1 + k % 2))
-          kind = 'question' if k % 3 == 0 else 'answer'
-          title = ' '.join(tokens.split()[:5]) if kind == 'question' else ''
-          date = f'2010-{1 + k % 12:02d}-{1 + k % 28:02d} 00:00:00.000 UTC'
-          rows.append((split, cid, data.serialize_example(
-              tokens=tokens, title=title, tags=tags, kind=kind,
-              score=int(rng.integers(-2, 20)), date=date)))
+        rows = _client_rows(lang, rng, client, n, split, cid, word_counts)
         con.executemany('INSERT INTO examples VALUES (?, ?, ?)', rows)
         con.execute('INSERT INTO client_metadata VALUES (?, ?, ?)',
                     (cid, split, n))
@@ -221,19 +207,45 @@ def generate(cache_dir: str, *, num_train_clients: int = 3000,
   # The word counts and the record first, the database last: a database
   # never exists without them (a kill leaves only temporaries, removed by
   # the next generation).
-  order = np.argsort(-word_counts, kind='stable')
-  counts_path = os.path.join(cache_dir, data.WORD_COUNTS_NAME)
-  with open(counts_path + _TMP_SUFFIX, 'w', encoding='utf-8') as f:
-    for i in order:
-      if word_counts[i] > 0:
-        f.write(f'{lang.words[i]} {word_counts[i]}\n')
-  os.replace(counts_path + _TMP_SUFFIX, counts_path)
+  _write_word_counts(cache_dir, lang.words, word_counts)
   record = os.path.join(cache_dir, PARAMS_NAME)
   with open(record + _TMP_SUFFIX, 'w') as f:
     f.write(strict_json.dumps(params, indent=1, sort_keys=True))
   os.replace(record + _TMP_SUFFIX, record)
   os.replace(tmp, path)
   return counts
+
+
+def _client_rows(lang, rng, client, n: int, split: str, cid: str,
+                 word_counts: np.ndarray):
+  """The (split, client id, serialized example) rows of one client's n
+  sentences; train sentences add to `word_counts`."""
+  rows = []
+  for k in range(n):
+    ids = lang.sentence(rng, client)
+    if split == 'train':
+      np.add.at(word_counts, ids, 1)
+    tokens = ' '.join(lang.words[i] for i in ids)
+    topic = client['topics'][0]
+    tags = '|'.join(lang.tags[3 * topic + j] for j in range(1 + k % 2))
+    kind = 'question' if k % 3 == 0 else 'answer'
+    title = ' '.join(tokens.split()[:5]) if kind == 'question' else ''
+    date = f'2010-{1 + k % 12:02d}-{1 + k % 28:02d} 00:00:00.000 UTC'
+    rows.append((split, cid, data.serialize_example(
+        tokens=tokens, title=title, tags=tags, kind=kind,
+        score=int(rng.integers(-2, 20)), date=date)))
+  return rows
+
+
+def _write_word_counts(cache_dir: str, words, word_counts: np.ndarray):
+  """The word counts file, most frequent first (ties in word order)."""
+  order = np.argsort(-word_counts, kind='stable')
+  counts_path = os.path.join(cache_dir, data.WORD_COUNTS_NAME)
+  with open(counts_path + _TMP_SUFFIX, 'w', encoding='utf-8') as f:
+    for i in order:
+      if word_counts[i] > 0:
+        f.write(f'{words[i]} {word_counts[i]}\n')
+  os.replace(counts_path + _TMP_SUFFIX, counts_path)
 
 
 _TMP_SUFFIX = '.tmp'
