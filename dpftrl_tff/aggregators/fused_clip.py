@@ -67,21 +67,66 @@ class FusedClipDPFactory(tff.aggregators.UnweightedAggregationFactory):
 
   def create(self, value_type) -> tff.templates.AggregationProcess:
     _check_float_tensors(value_type)
-    query = self._query
-    tensor_specs = tff.types.type_to_tf_tensor_specs(value_type)
-
-    query_initial_state_fn = tff.tensorflow.computation(
-        query.initial_global_state)
-    query_state_type = query_initial_state_fn.type_signature.result
-    derive_sample_params = tff.tensorflow.computation(
-        query.derive_sample_params, query_state_type)
-    params_type = derive_sample_params.type_signature.result
-    get_query_record = tff.tensorflow.computation(
-        query.preprocess_record, params_type, value_type)
-    record_type = get_query_record.type_signature.result
+    c = _QueryComputations(self._query, value_type)
     # A plain sum has an empty state and no measurements; its process is kept
     # only so that this factory's state type equals TFF's.
-    sum_process = tff.aggregators.SumFactory().create(record_type)
+    sum_process = tff.aggregators.SumFactory().create(c.record_type)
+
+    @tff.federated_computation()
+    def init_fn():
+      query_state = tff.federated_eval(c.initial_state, tff.SERVER)
+      sample_state = tff.federated_eval(c.zero_sum, tff.SERVER)
+      _, _, dp_event = tff.federated_map(c.get_noised_result,
+                                         (sample_state, query_state))
+      dp_event = tff.federated_map(c.convert_dp_event, dp_event)
+      return tff.federated_zip(differential_privacy.DPAggregatorState(
+          query_state, sum_process.initialize(), dp_event,
+          tff.federated_value(True, tff.SERVER)))
+
+    @tff.federated_computation(init_fn.type_signature.result,
+                               tff.FederatedType(value_type, tff.CLIENTS))
+    def next_fn(state, value):
+      query_state, sum_state, _, _ = state
+      params = tff.federated_broadcast(
+          tff.federated_map(c.derive_sample_params, query_state))
+      clipped_sum = tff.federated_aggregate(
+          tff.federated_zip((params, value)), c.zero_sum(), c.accumulate,
+          c.merge, c.report)
+      result, new_query_state, dp_event = tff.federated_map(
+          c.get_noised_result, (clipped_sum, query_state))
+      dp_event = tff.federated_map(c.convert_dp_event, dp_event)
+      new_state = differential_privacy.DPAggregatorState(
+          new_query_state, sum_state, dp_event,
+          tff.federated_value(False, tff.SERVER))
+      measurements = collections.OrderedDict(
+          dp_query_metrics=tff.federated_map(c.derive_metrics,
+                                             new_query_state),
+          dp=tff.federated_value((), tff.SERVER))
+      return tff.templates.MeasuredProcessOutput(
+          tff.federated_zip(new_state), result,
+          tff.federated_zip(measurements))
+
+    return tff.templates.AggregationProcess(init_fn, next_fn)
+
+
+class _QueryComputations:
+  """The query's TF computations for values of `value_type`: its state,
+  sample parameters, noised result, metrics and DP event (as TFF's
+  factory builds them), and the fused sum (`accumulate`: S + the clipped
+  record; `merge`, `report`, `zero_sum`)."""
+
+  def __init__(self, query: tfp.DPQuery, value_type):
+    tensor_specs = tff.types.type_to_tf_tensor_specs(value_type)
+    self.initial_state = tff.tensorflow.computation(
+        query.initial_global_state)
+    query_state_type = self.initial_state.type_signature.result
+    self.derive_sample_params = tff.tensorflow.computation(
+        query.derive_sample_params, query_state_type)
+    params_type = self.derive_sample_params.type_signature.result
+    self.record_type = tff.tensorflow.computation(
+        query.preprocess_record, params_type,
+        value_type).type_signature.result
+    record_type = self.record_type
 
     @tff.tensorflow.computation
     def zero_sum():
@@ -105,44 +150,10 @@ class FusedClipDPFactory(tff.aggregators.UnweightedAggregationFactory):
     def get_noised_result(sample_state, global_state):
       return query.get_noised_result(sample_state, global_state)
 
-    derive_metrics = tff.tensorflow.computation(query.derive_metrics,
-                                                query_state_type)
+    self.zero_sum, self.accumulate, self.merge = zero_sum, accumulate, merge
+    self.report, self.get_noised_result = report, get_noised_result
+    self.derive_metrics = tff.tensorflow.computation(query.derive_metrics,
+                                                     query_state_type)
     dp_event_type = get_noised_result.type_signature.result[2]
-    convert_dp_event = tff.tensorflow.computation(
+    self.convert_dp_event = tff.tensorflow.computation(
         lambda event: event.to_named_tuple(), dp_event_type)
-
-    @tff.federated_computation()
-    def init_fn():
-      query_state = tff.federated_eval(query_initial_state_fn, tff.SERVER)
-      sample_state = tff.federated_eval(zero_sum, tff.SERVER)
-      _, _, dp_event = tff.federated_map(get_noised_result,
-                                         (sample_state, query_state))
-      dp_event = tff.federated_map(convert_dp_event, dp_event)
-      return tff.federated_zip(differential_privacy.DPAggregatorState(
-          query_state, sum_process.initialize(), dp_event,
-          tff.federated_value(True, tff.SERVER)))
-
-    @tff.federated_computation(init_fn.type_signature.result,
-                               tff.FederatedType(value_type, tff.CLIENTS))
-    def next_fn(state, value):
-      query_state, sum_state, _, _ = state
-      params = tff.federated_broadcast(
-          tff.federated_map(derive_sample_params, query_state))
-      clipped_sum = tff.federated_aggregate(
-          tff.federated_zip((params, value)), zero_sum(), accumulate, merge,
-          report)
-      result, new_query_state, dp_event = tff.federated_map(
-          get_noised_result, (clipped_sum, query_state))
-      dp_event = tff.federated_map(convert_dp_event, dp_event)
-      new_state = differential_privacy.DPAggregatorState(
-          new_query_state, sum_state, dp_event,
-          tff.federated_value(False, tff.SERVER))
-      measurements = collections.OrderedDict(
-          dp_query_metrics=tff.federated_map(derive_metrics,
-                                             new_query_state),
-          dp=tff.federated_value((), tff.SERVER))
-      return tff.templates.MeasuredProcessOutput(
-          tff.federated_zip(new_state), result,
-          tff.federated_zip(measurements))
-
-    return tff.templates.AggregationProcess(init_fn, next_fn)
