@@ -273,12 +273,26 @@ def _band(curves):
   return common, values.mean(0), values.min(0), values.max(0)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Study:
+  """What every figure of one reproduction shares."""
+  runner: Runner
+  scale: Scale
+  seeds: tuple
+  out: str
+  suffix: str        # Of the file names: '_git' and/or '_quick'.
+  data_label: str
+
+  def path(self, name: str) -> str:
+    return os.path.join(self.out, f'utility_{name}{self.suffix}')
+
+
 def main(argv):
   del argv
   console.quiet_libraries()
   started = time.time()
   scale = _scale(_QUICK.value)
-  seeds = [int(s) for s in _SEEDS.value]
+  seeds = tuple(int(s) for s in _SEEDS.value)
   os.makedirs(_OUT.value, exist_ok=True)
   pretrain_steps = [int(s) for s in _PRETRAIN_STEPS.value]
   if _QUICK.value:
@@ -290,37 +304,60 @@ def main(argv):
   runner = Runner(_ROOT.value, scale, corpus_sentences=max(
       2000, scale.pretrain_batch * max(pretrain_steps) * 2 // 3),
                   cache_dir=_CACHE_DIR.value)
-  out = _OUT.value
-  suffix = ('_git' if real_text else '') + ('_quick' if _QUICK.value else '')
-  data_label = ('git commit messages' if real_text else 'generated data')
-  num_clients = len(runner.train_data.client_ids)
-
-  # Figure 1a: fixed clip, adaptive clip, fixed clip from pretrained weights.
+  study = _Study(
+      runner=runner, scale=scale, seeds=seeds, out=_OUT.value,
+      suffix=('_git' if real_text else '') + ('_quick' if _QUICK.value
+                                              else ''),
+      data_label='git commit messages' if real_text else 'generated data')
   main_steps = max(pretrain_steps)
+  runs = _train_figure_1a_runs(study, main_steps)
+  target = _TARGET.value
+  if target is None:
+    best = max(_curve(runs[('fixed', s)])[1][-1] for s in seeds)
+    target = 0.9 * best
+  targets = _figure_1a(study, runs, target)
+  _figure_1b(study, runs[('adaptive', seeds[0])])
+  goals = [int(m) for m in _REPORT_GOALS.value]
+  if _QUICK.value:
+    goals = [10, 20]   # 20: the fixed-clip run, reused.
+  _report_goal_figure(study, runs, goals)
+  _pretraining_figure(study, runs, pretrain_steps, main_steps, target)
+  _print_findings(study, runs, targets, target, main_steps)
+  print(f'Done in {time.time() - started:.0f} s; figures in {study.out}.')
+  return 0
+
+
+def _train_figure_1a_runs(study: _Study, main_steps: int) -> dict:
+  """Fixed clip, fixed clip from pretrained weights and adaptive clip
+  (Algorithm 1; trees restart, the new clip in force, at warmup + i
+  frequency), for every seed: {(kind, seed): summary}."""
+  runner, scale = study.runner, study.scale
   runs = {}
-  for seed in seeds:
+  for seed in study.seeds:
     runs[('fixed', seed)] = runner.train(
         f'fixed_seed{seed}', runner.config(seed=seed))
     weights = runner.pretrain(main_steps, seed)
     runs[('pretrained', seed)] = runner.train(
         f'pretrained{main_steps}_seed{seed}',
         runner.config(seed=seed, initial_weights=weights))
-  # Algorithm 1; trees restart (new clip in force) at warmup + i frequency.
-  for seed in seeds:
+  for seed in study.seeds:
     runs[('adaptive', seed)] = runner.train(
-        'adaptive_seed1' if seed == seeds[0] else f'adaptive_seed{seed}',
+        'adaptive_seed1' if seed == study.seeds[0] else f'adaptive_seed{seed}',
         runner.config(seed=seed, aggregator='dp_ftrl_adaptive',
                       initial_clip_norm=0.1,
                       restart_warmup=scale.restart_warmup,
                       restart_frequency=scale.restart_frequency))
-  adaptive = runs[('adaptive', seeds[0])]
-  target = _TARGET.value
-  if target is None:
-    best = max(_curve(runs[('fixed', s)])[1][-1] for s in seeds)
-    target = 0.9 * best
+  return runs
+
+
+def _figure_1a(study: _Study, runs: dict, target: float):
+  """Figure 1a (PNG, CSV) and the rounds to `target` with the zCDP spent by
+  then (utility_targets CSV); returns the targets' rows."""
+  runner, scale = study.runner, study.scale
+  num_clients = len(runner.train_data.client_ids)
   rows, series, targets = [], [], []
   for kind in ('fixed', 'adaptive', 'pretrained'):
-    summaries = [runs[(kind, seed)] for seed in seeds]
+    summaries = [runs[(kind, seed)] for seed in study.seeds]
     xs, mean, low, high = _band([_curve(x) for x in summaries])
     series.append((f'{kind} ({_privacy_label(summaries[0])})', xs,
                    100 * mean, 100 * low, 100 * high))
@@ -340,23 +377,24 @@ def main(argv):
                                                  num_clients)
                                         if reached else None),
                         final_accuracy=ys[-1]))
-  run_directory.write_csv_atomic(os.path.join(out, f'utility_fig1a{suffix}.csv'),
-                                 rows)
-  run_directory.write_csv_atomic(
-      os.path.join(out, f'utility_targets{suffix}.csv'), targets)
+  run_directory.write_csv_atomic(study.path('fig1a') + '.csv', rows)
+  run_directory.write_csv_atomic(study.path('targets') + '.csv', targets)
   plotting.band_plot(
-      os.path.join(out, f'utility_fig1a{suffix}.png'), series,
+      study.path('fig1a') + '.png', series,
       title=f'DP-FTRL, z = {scale.noise_multiplier:g}, '
-      f'{runner.config().clients_per_round} clients/round, {data_label}\n'
-      f'mean and min-max of {len(seeds)} seeds; eps at delta 1e-10',
+      f'{runner.config().clients_per_round} clients/round, '
+      f'{study.data_label}\n'
+      f'mean and min-max of {len(study.seeds)} seeds; eps at delta 1e-10',
       xlabel='round', ylabel='eval in-vocab accuracy (%)')
+  return targets
 
-  # Figure 1b: the adaptive clip norm in force and its estimate.
+
+def _figure_1b(study: _Study, adaptive: dict):
+  """Figure 1b: the adaptive clip norm in force and its estimate."""
   clip_rows = adaptive['clip_rows']
-  run_directory.write_csv_atomic(os.path.join(out, f'utility_fig1b{suffix}.csv'),
-                                 clip_rows)
+  run_directory.write_csv_atomic(study.path('fig1b') + '.csv', clip_rows)
   plotting.line_plot(
-      os.path.join(out, f'utility_fig1b{suffix}.png'),
+      study.path('fig1b') + '.png',
       [('clip norm in force', [r['round'] for r in clip_rows],
         [r['clip_norm_in_force'] for r in clip_rows]),
        ('quantile estimate', [r['round'] for r in clip_rows],
@@ -364,11 +402,13 @@ def main(argv):
       title='Adaptive clipping (Algorithm 1)', xlabel='round',
       ylabel='clip norm')
 
-  # Sec. 2.2: report goal with z / m fixed.
-  goals = [int(m) for m in _REPORT_GOALS.value]
-  if _QUICK.value:
-    goals = [10, 20]   # 20: the fixed-clip run, reused.
-  ratio = scale.noise_multiplier / 20
+
+def _report_goal_figure(study: _Study, runs: dict, goals):
+  """Sec. 2.2: report goal m in `goals` with z / m fixed, against rounds
+  and against client updates processed (mean and min-max over the seeds);
+  the fixed-clip runs serve for their own report goal."""
+  runner, seeds = study.runner, study.seeds
+  ratio = study.scale.noise_multiplier / 20
   goal_rows, by_round, by_updates = [], [], []
   for m in goals:
     curves, label = [], None
@@ -394,20 +434,24 @@ def main(argv):
     by_updates.append((f'm = {m}', [x * m for x in xs],
                        [100 * y for y in mean], [100 * y for y in low],
                        [100 * y for y in high]))
-  run_directory.write_csv_atomic(
-      os.path.join(out, f'utility_report_goal{suffix}.csv'), goal_rows)
+  run_directory.write_csv_atomic(study.path('report_goal') + '.csv',
+                                 goal_rows)
   plotting.panels_plot(
-      os.path.join(out, f'utility_report_goal{suffix}.png'),
+      study.path('report_goal') + '.png',
       [('eval in-vocab accuracy (%)', by_round, False),
        ('eval in-vocab accuracy (%)', by_updates, False)],
       xlabel='round (left) / client updates processed (right)',
       title=(f'Report goal with z / m = {ratio:g} fixed: mean and min-max '
              f'of {len(seeds)} seed' + ('s' if len(seeds) > 1 else '')))
 
-  # Sec. 2.3: rounds to the target against pretraining steps.
+
+def _pretraining_figure(study: _Study, runs: dict, pretrain_steps,
+                        main_steps: int, target: float):
+  """Sec. 2.3: rounds to the target against pretraining steps (every seed
+  at 0 and at the most steps; the steps between: the first seed)."""
+  runner, seeds = study.runner, study.seeds
   pre_rows = []
   for steps in pretrain_steps:
-    # Every seed at 0 and at the most steps; the steps between: the first.
     for seed in (seeds if steps in (0, main_steps) else seeds[:1]):
       if steps == 0:
         summary = runs[('fixed', seed)]
@@ -420,8 +464,8 @@ def main(argv):
       pre_rows.append(dict(pretrain_steps=steps, seed=seed,
                            rounds_to_target=rounds_to_target(summary, target),
                            final_accuracy=_curve(summary)[1][-1]))
-  run_directory.write_csv_atomic(
-      os.path.join(out, f'utility_pretraining{suffix}.csv'), pre_rows)
+  run_directory.write_csv_atomic(study.path('pretraining') + '.csv',
+                                 pre_rows)
   def per_seed(key, scale_by=1.0):
     return [(f'seed {seed}',
              [r['pretrain_steps'] for r in pre_rows if r['seed'] == seed],
@@ -430,20 +474,25 @@ def main(argv):
   # Markers, so that a seed with one point (or with a gap where a run did
   # not reach the target) still shows.
   plotting.panels_plot(
-      os.path.join(out, f'utility_pretraining{suffix}.png'),
+      study.path('pretraining') + '.png',
       [(f'rounds to {100 * target:.1f}% (gap: not reached)',
         per_seed('rounds_to_target'), False),
        ('final eval in-vocab accuracy (%)',
         per_seed('final_accuracy', 100.0), False)],
       xlabel='pretraining steps',
-      title=f'Pretraining on public text, then DP-FTRL ({data_label})')
+      title=f'Pretraining on public text, then DP-FTRL ({study.data_label})')
 
+
+def _print_findings(study: _Study, runs: dict, targets, target: float,
+                    main_steps: int):
+  """Rounds to the target per run, and what pretraining saves per seed."""
   print(f'Target accuracy {100 * target:.2f}%.')
   for t in targets:
     print(f'  {t["run"]:10} seed {t["seed"]}: rounds to target '
           f'{t["rounds_to_target"]}, zCDP then {t["zcdp_at_target"]}, final '
           f'{100 * t["final_accuracy"]:.2f}%')
-  for seed in seeds:
+  rounds = study.scale.rounds
+  for seed in study.seeds:
     fixed = rounds_to_target(runs[('fixed', seed)], target)
     pre = rounds_to_target(runs[('pretrained', seed)], target)
     factor = (f'{fixed / pre:.2f}x' if fixed and pre else
@@ -456,11 +505,9 @@ def main(argv):
     reach = rounds_to_target(runs[('pretrained', seed)], final)
     print(f'  seed {seed}: the pretrained run reaches the from-scratch '
           f'final accuracy {100 * final:.2f}% at round {reach} of '
-          f'{scale.rounds} ('
+          f'{rounds} ('
           + ('at most half: yes' if reach is not None and
-             reach <= scale.rounds / 2 else 'at most half: no') + ')')
-  print(f'Done in {time.time() - started:.0f} s; figures in {out}.')
-  return 0
+             reach <= rounds / 2 else 'at most half: no') + ')')
 
 
 if __name__ == '__main__':

@@ -4,9 +4,13 @@ import csv
 import json
 import os
 import tempfile
+import types
+from unittest import mock
 
 from absl.testing import absltest
+import numpy as np
 
+from experiments import reproduce_utility_curves as curves_lib
 from tests import fixtures
 
 
@@ -15,7 +19,7 @@ class ReproduceUtilityCurvesTest(absltest.TestCase):
   def test_quick_mode_writes_every_figure(self):
     root, out = tempfile.mkdtemp(), tempfile.mkdtemp()
     proc = fixtures.run_module('experiments.reproduce_utility_curves',
-                               '--quick', '--seeds=1,2',
+                               '--quick', '--seeds=1',
                                f'--root_output_dir={root}',
                                f'--output_dir={out}', timeout=600)
     self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
@@ -31,13 +35,63 @@ class ReproduceUtilityCurvesTest(absltest.TestCase):
     ratios = {round(float(r['noise_multiplier']) / int(r['report_goal']), 9)
               for r in rows}
     self.assertLen(ratios, 1)
-    # Every report goal over every seed (mean and band in the figure).
-    self.assertEqual({(r['report_goal'], r['seed']) for r in rows},
-                     {(m, s) for m in ('10', '20') for s in ('1', '2')})
     with open(os.path.join(out, 'utility_fig1b_quick.csv')) as f:
       clips = list(csv.DictReader(f))
     self.assertLen(clips, 2)   # One row per round of the adaptive run.
     self.assertIn('pretraining (6 steps) reduces the rounds', proc.stdout)
+
+
+class _FakeRunner:
+  """Runner's interface, with canned curves: run name -> (rounds, acc)."""
+
+  def __init__(self, curves):
+    self.curves, self.trained = curves, []
+
+  def config(self, **overrides):
+    return types.SimpleNamespace(**dict(dict(clients_per_round=20),
+                                        **overrides))
+
+  def train(self, name, config):
+    self.trained.append((name, config.seed, config.clients_per_round,
+                         config.noise_multiplier))
+    return dict(eval_curve=self.curves[name], privacy={})
+
+
+class ReportGoalSeedsTest(absltest.TestCase):
+  """The report-goal figure over several seeds, in process."""
+
+  def test_every_goal_and_seed_with_mean_and_band(self):
+    curves = {'report_goal_10': ([1, 2], [0.1, 0.3]),
+              'report_goal_10_seed2': ([1, 2], [0.2, 0.5])}
+    runner = _FakeRunner(curves)
+    fixed = {1: ([1, 2], [0.2, 0.4]), 2: ([1, 2], [0.3, 0.6])}
+    runs = {('fixed', s): dict(eval_curve=c, privacy={})
+            for s, c in fixed.items()}
+    out = tempfile.mkdtemp()
+    study = curves_lib._Study(   # pylint: disable=protected-access
+        runner=runner, scale=types.SimpleNamespace(noise_multiplier=0.5),
+        seeds=(1, 2), out=out, suffix='_t', data_label='test')
+    bands = []
+    with mock.patch.object(curves_lib.plotting, 'panels_plot',
+                           lambda path, panels, **_: bands.append(panels)):
+      curves_lib._report_goal_figure(study, runs, [10, 20])  # pylint: disable=protected-access
+    # m = 20 is the fixed-clip run of each seed; m = 10 trained per seed
+    # with z / m fixed (z = 0.5 at m = 20).
+    self.assertEqual(runner.trained, [('report_goal_10', 1, 10, 0.25),
+                                      ('report_goal_10_seed2', 2, 10, 0.25)])
+    with open(os.path.join(out, 'utility_report_goal_t.csv')) as f:
+      rows = list(csv.DictReader(f))
+    self.assertEqual({(r['report_goal'], r['seed']) for r in rows},
+                     {(m, s) for m in ('10', '20') for s in ('1', '2')})
+    by_round = bands[0][0][1]
+    label, xs, mean, low, high = by_round[1]   # m = 20.
+    self.assertTrue(label.startswith('m = 20'), label)
+    self.assertEqual(list(xs), [1, 2])
+    np.testing.assert_allclose(mean, [25.0, 50.0])
+    np.testing.assert_allclose(low, [20.0, 40.0])
+    np.testing.assert_allclose(high, [30.0, 60.0])
+    by_updates = bands[0][1][1]
+    self.assertEqual(list(by_updates[0][1]), [10, 20])   # Rounds x m.
 
 
 class ReproduceUtilityCurvesGitTest(absltest.TestCase):
@@ -72,7 +126,7 @@ class ReproduceUtilityCurvesGitTest(absltest.TestCase):
     self.assertIn('reaches the from-scratch final accuracy', proc.stdout)
     with open(os.path.join(out, 'utility_report_goal_git_quick.csv')) as f:
       goal_rows = list(csv.DictReader(f))
-    # Both report goals (several seeds: the generated-data test).
+    # Both report goals (several seeds: ReportGoalSeedsTest).
     self.assertEqual({(r['report_goal'], r['seed']) for r in goal_rows},
                      {('10', '1'), ('20', '1')})
     with open(os.path.join(root, 'fixed_seed1', 'summary.json')) as f:
