@@ -10,7 +10,7 @@ from unittest import mock
 from absl.testing import absltest
 import numpy as np
 
-from experiments import reproduce_utility_curves as curves_lib
+from dpftrl_tff import utility_curves
 from tests import fixtures
 
 
@@ -68,13 +68,13 @@ class ReportGoalSeedsTest(absltest.TestCase):
     runs = {('fixed', s): dict(eval_curve=c, privacy={})
             for s, c in fixed.items()}
     out = tempfile.mkdtemp()
-    study = curves_lib._Study(   # pylint: disable=protected-access
+    study = utility_curves.Study(
         runner=runner, scale=types.SimpleNamespace(noise_multiplier=0.5),
         seeds=(1, 2), out=out, suffix='_t', data_label='test')
     bands = []
-    with mock.patch.object(curves_lib.plotting, 'panels_plot',
+    with mock.patch.object(utility_curves.plotting, 'panels_plot',
                            lambda path, panels, **_: bands.append(panels)):
-      curves_lib._report_goal_figure(study, runs, [10, 20])  # pylint: disable=protected-access
+      utility_curves.report_goal_figure(study, runs, [10, 20])
     # m = 20 is the fixed-clip run of each seed; m = 10 trained per seed
     # with z / m fixed (z = 0.5 at m = 20).
     self.assertEqual(runner.trained, [('report_goal_10', 1, 10, 0.25),

@@ -123,39 +123,10 @@ def compute_privacy(*, rounds: int, noise_multiplier: float,
   value_noise = None
   if clipped_count_stddev is not None:
     value_noise = value_noise_multiplier(z, clipped_count_stddev)
-  secagg_info = None
-  effective_z = z
-  given = [v is not None for v in (secagg_scale, model_dim, clip_norm)]
-  if any(given) and not all(given):
-    raise ValueError(
-        'SecAgg accounting needs secagg_scale, model_dim and clip_norm '
-        'together; got '
-        f'secagg_scale={secagg_scale}, model_dim={model_dim}, '
-        f'clip_norm={clip_norm}.')
-  if all(given):
-    d = padded_dimension(model_dim)
-    c_inflated = inflated_clip_norm(clip_norm, d, secagg_scale, alpha)
-    effective_z = z * clip_norm / c_inflated
-    secagg_info = {
-        'scale': float(secagg_scale),
-        'model_dim': int(model_dim),
-        'padded_dim': d,
-        'clip_norm': float(clip_norm),
-        'inflated_clip_norm': c_inflated,
-        'linf_bound': linf_bound(clip_norm, d, secagg_scale),
-        'alpha': alpha,
-    }
-  if blt is None:
-    sens2 = max_sensitivity_squared(rounds, max_participation,
-                                    min_separation, restart_rounds)
-  else:
-    if restart_rounds or clipped_count_stddev is not None:
-      raise ValueError('BLT noise has no tree restarts and no adaptive '
-                       'clipping; restart_rounds and clipped_count_stddev '
-                       'must be unset with blt.')
-    sens2 = blt_sensitivity_squared(blt, rounds=rounds,
-                                    min_separation=min_separation,
-                                    max_participation=max_participation)
+  effective_z, secagg_info = _secagg_terms(z, secagg_scale, model_dim,
+                                           clip_norm, alpha)
+  sens2 = _sensitivity_squared(rounds, max_participation, min_separation,
+                               restart_rounds, blt, clipped_count_stddev)
   rho = sens2 / (2.0 * effective_z**2)
   return PrivacyReport(
       rounds=rounds,
@@ -175,3 +146,43 @@ def compute_privacy(*, rounds: int, noise_multiplier: float,
       mechanism='tree' if blt is None else 'blt',
       blt=None if blt is None else blt.as_dict(),
   )
+
+
+def _secagg_terms(z: float, secagg_scale, model_dim, clip_norm, alpha):
+  """(z C / C_inflated, the SecAgg facts) with SecAgg; (z, None) without."""
+  given = [v is not None for v in (secagg_scale, model_dim, clip_norm)]
+  if any(given) and not all(given):
+    raise ValueError(
+        'SecAgg accounting needs secagg_scale, model_dim and clip_norm '
+        'together; got '
+        f'secagg_scale={secagg_scale}, model_dim={model_dim}, '
+        f'clip_norm={clip_norm}.')
+  if not all(given):
+    return z, None
+  d = padded_dimension(model_dim)
+  c_inflated = inflated_clip_norm(clip_norm, d, secagg_scale, alpha)
+  return z * clip_norm / c_inflated, {
+      'scale': float(secagg_scale),
+      'model_dim': int(model_dim),
+      'padded_dim': d,
+      'clip_norm': float(clip_norm),
+      'inflated_clip_norm': c_inflated,
+      'linf_bound': linf_bound(clip_norm, d, secagg_scale),
+      'alpha': alpha,
+  }
+
+
+def _sensitivity_squared(rounds: int, max_participation: int,
+                         min_separation: int, restart_rounds, blt,
+                         clipped_count_stddev):
+  """sens^2: the tree's (an int, exact) or the BLT's (a float)."""
+  if blt is None:
+    return max_sensitivity_squared(rounds, max_participation,
+                                   min_separation, restart_rounds)
+  if restart_rounds or clipped_count_stddev is not None:
+    raise ValueError('BLT noise has no tree restarts and no adaptive '
+                     'clipping; restart_rounds and clipped_count_stddev '
+                     'must be unset with blt.')
+  return blt_sensitivity_squared(blt, rounds=rounds,
+                                 min_separation=min_separation,
+                                 max_participation=max_participation)
