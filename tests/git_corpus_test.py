@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from dpftrl_tff import data
 from dpftrl_tff import git_corpus
+from dpftrl_tff import git_text
 from dpftrl_tff import public_corpus
 from dpftrl_tff import strict_json
 from tests import fixtures
@@ -71,7 +72,7 @@ def _dump(cache_dir):
 class MessageTest(absltest.TestCase):
 
   def test_trailers_diffs_code_urls_and_emails_are_dropped(self):
-    sentences = git_corpus.message_sentences(_MESSAGE.format(
+    sentences = git_text.message_sentences(_MESSAGE.format(
         i=3, name='Author 3', email='author3@example.org'))
     self.assertEqual(sentences, [
         'area : fix the frobnicator for author 3',
@@ -81,15 +82,15 @@ class MessageTest(absltest.TestCase):
         'see for the report by .'])
 
   def test_merges_are_dropped_and_bullets_split(self):
-    self.assertEqual(git_corpus.message_sentences(
+    self.assertEqual(git_text.message_sentences(
         "Merge branch 'topic' into next\n\n* topic:\n  foo"), [])
-    self.assertEqual(git_corpus.message_sentences(
+    self.assertEqual(git_text.message_sentences(
         'doc: two items\n\n * first item,\n   wrapped\n * second one'),
                      ['doc : two items', 'first item , wrapped',
                       'second one'])
 
   def test_tokens_are_stackoverflow_style(self):
-    self.assertEqual(git_corpus.tokenize("Don't call foo.c's frob() now!"),
+    self.assertEqual(git_text.tokenize("Don't call foo.c's frob() now!"),
                      ['do', "n't", 'call', 'foo.c', "'s", 'frob', '(', ')',
                       'now', '!'])
 
@@ -97,7 +98,7 @@ class MessageTest(absltest.TestCase):
     text = ('= Title of the page\n:toc:\n\nSome prose here, and more.\n'
             '----\n$ code block line\n----\n[verse]\n'
             'Another sentence with `git log` here.\n\n    indented code\n')
-    self.assertEqual(git_corpus.document_sentences(text), [
+    self.assertEqual(git_text.document_sentences(text), [
         'title of the page', 'some prose here , and more .',
         'another sentence with git log here .'])
 
