@@ -32,8 +32,11 @@ _CANARIES = flags.DEFINE_integer('canaries', 200, '--canaries of the cases '
                                  'with canaries.')
 _PHRASES = flags.DEFINE_integer('phrases', 10, '--canary_phrases of the '
                                 'cases with phrases (each in 10 clients).')
-_CASES = flags.DEFINE_list('cases', ['none', 'canaries', 'phrases', 'both'],
-                           'Cases to run.')
+_CASE_NAMES = ('none', 'canaries', 'phrases', 'both')
+_CASES = flags.DEFINE_list('cases', list(_CASE_NAMES), 'Cases to run.')
+flags.register_validator(
+    'cases', lambda cases: set(cases) <= set(_CASE_NAMES),
+    f'--cases: each case must be one of {", ".join(_CASE_NAMES)}')
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
