@@ -222,21 +222,9 @@ def _run_aggregation_case(case, clients, rounds, config):
                                           runtime.worker_pids()))
 
 
-def _run_case(case, clients, rounds):
-  """Runs one case in this process; returns its measurements."""
-  from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
-  runtime.install()
-  from dpftrl_tff import tff_compat as _compat  # pylint: disable=g-import-not-at-top
-  _compat.install()
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff import data  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff import metrics  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff.tff_compat import resident  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff import learning_process  # pylint: disable=g-import-not-at-top
+def _case_config(case, clients):
+  """The TrainConfig a case runs (its aggregator, SecAgg, BLT)."""
   from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
-
-  train_data, _, _ = data.load_stackoverflow(_cache_dir())
   aggregator = {'tff_dp_ftrl': 'dp_ftrl', 'tff_secagg': 'dp_ftrl',
                 'tff_adaptive': 'dp_ftrl_adaptive', 'agg_dp_ftrl': 'dp_ftrl',
                 'agg_secagg': 'dp_ftrl', 'agg_adaptive': 'dp_ftrl_adaptive',
@@ -245,13 +233,94 @@ def _run_case(case, clients, rounds):
   blt = (dict(total_rounds=930, blt_min_separation=212,
               blt_max_participation=4)   # The BLT of the de-DE setting.
          if case.endswith('_blt') else {})
-  config = training.TrainConfig(
+  return training.TrainConfig(
       clients_per_round=clients, vocab_size=_VOCAB.value,
       latent_size=_LATENT.value, embedding_size=_EMBEDDING.value,
       aggregator=aggregator,
       secagg=case in ('tff_secagg', 'agg_secagg'), secagg_scale=1024.0,
       noise_multiplier=0.0 if aggregator == 'none' else 0.3, clip_norm=1.0,
       seed=0, debug_measurements=False, **blt)
+
+
+def _keras_round(config):
+  """A round of plain Keras training (the baseline): run_round(cohort)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff import learning_process  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff import metrics  # pylint: disable=g-import-not-at-top
+  model = learning_process.build_keras_model(config)
+  loss_fn = metrics.MaskedCrossEntropy()
+  opt = tf.keras.optimizers.SGD(config.client_lr)
+  global_weights = [tf.Variable(w) for w in model.trainable_variables]
+  spec = tf.TensorSpec([None, config.sequence_length], tf.int64)
+
+  @tf.function(input_signature=[spec, spec])
+  def client_step(x, y):
+    with tf.GradientTape() as tape:
+      loss = loss_fn(y, model(x, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+
+  def run_round(cohort):
+    total = [tf.zeros_like(w) for w in global_weights]
+    for ds in cohort:
+      for v, g in zip(model.trainable_variables, global_weights):
+        v.assign(g)
+      for x, y in ds:
+        client_step(x, y)
+      total = [t + (v - g) for t, v, g in
+               zip(total, model.trainable_variables, global_weights)]
+    for g, t in zip(global_weights, total):
+      g.assign_add(t / len(cohort))
+  return run_round
+
+
+def _tff_round(case, config, train_data, preprocess):
+  """A round of the TFF process, as training.train runs it: run_round(keys).
+
+  A round gets the cohort's client keys and TFF's worker builds their
+  datasets (so the timing includes that), and the server state stays in
+  TFF's worker (or, with --workers, rounds run across the workers).
+  """
+  from dpftrl_tff import data  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff import learning_process  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff.tff_compat import resident  # pylint: disable=g-import-not-at-top
+  process = learning_process.build_learning_process(config)
+  state = learning_process.initial_state(process, config)
+  if case == 'tff_empty':   # Clients without data: TFF's plumbing alone.
+    full = preprocess
+    preprocess = lambda dataset, seed=None: full(dataset, seed).take(0)
+  process = learning_process.taking_client_ids(process, train_data,
+                                               preprocess)
+  if _WORKERS.value:
+    config = dataclasses.replace(config, workers=_WORKERS.value,
+                                 subrounds=_SUBROUNDS.value)
+    kept = learning_process.build_runner(
+        config, process, train_data=train_data, by_client_id=True,
+        database=data.database_path(os.path.abspath(_cache_dir())),
+        print_fn=lambda _: None)
+  else:
+    kept = resident.ResidentProcess(process)
+
+  def run_round(cohort):
+    nonlocal state
+    if _RESIDENT.value or _WORKERS.value:
+      state = kept.next(state, cohort)[0]
+    else:
+      state = process.next(state, cohort).state
+  return run_round
+
+
+def _run_case(case, clients, rounds):
+  """Runs one case in this process; returns its measurements."""
+  from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
+  runtime.install()
+  from dpftrl_tff import tff_compat as _compat  # pylint: disable=g-import-not-at-top
+  _compat.install()
+  from dpftrl_tff import data  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
+
+  train_data, _, _ = data.load_stackoverflow(_cache_dir())
+  config = _case_config(case, clients)
   if case.startswith('agg_'):
     return _run_aggregation_case(case, clients, rounds, config)
   vocab = data.load_vocab(_cache_dir(), config.vocab_size)
@@ -267,68 +336,25 @@ def _run_case(case, clients, rounds):
               for c in ids] for ids in cohort_ids]
   sequences = [sum(int(x.shape[0]) for ds in cohort for x, _ in ds)
                for cohort in cohorts]
-
   if case == 'keras_in_memory':
     cohorts = [[[(x, y) for x, y in ds] for ds in cohort]
                for cohort in cohorts]
   if case.startswith('keras'):
-    model = learning_process.build_keras_model(config)
-    loss_fn = metrics.MaskedCrossEntropy()
-    opt = tf.keras.optimizers.SGD(config.client_lr)
-    global_weights = [tf.Variable(w) for w in model.trainable_variables]
-
-    spec = tf.TensorSpec([None, config.sequence_length], tf.int64)
-
-    @tf.function(input_signature=[spec, spec])
-    def client_step(x, y):
-      with tf.GradientTape() as tape:
-        loss = loss_fn(y, model(x, training=True))
-      grads = tape.gradient(loss, model.trainable_variables)
-      opt.apply_gradients(zip(grads, model.trainable_variables))
-
-    def run_round(cohort):
-      total = [tf.zeros_like(w) for w in global_weights]
-      for ds in cohort:
-        for v, g in zip(model.trainable_variables, global_weights):
-          v.assign(g)
-        for x, y in ds:
-          client_step(x, y)
-        total = [t + (v - g) for t, v, g in
-                 zip(total, model.trainable_variables, global_weights)]
-      for g, t in zip(global_weights, total):
-        g.assign_add(t / len(cohort))
+    run_round = _keras_round(config)
   else:
-    process = learning_process.build_learning_process(config)
-    state = learning_process.initial_state(process, config)
-    if case == 'tff_empty':   # Clients without data: TFF's plumbing alone.
+    run_round = _tff_round(case, config, train_data, preprocess)
+    if case == 'tff_empty':
       sequences = [0] * len(sequences)
-      full = preprocess
-      preprocess = lambda dataset, seed=None: full(dataset, seed).take(0)
-    # As training.train runs rounds: a round gets the cohort's client ids and
-    # TFF's worker builds their datasets (so the timing includes that), and
-    # the server state stays in TFF's worker (or, with --workers, rounds
-    # run across the workers).
-    process = learning_process.taking_client_ids(process, train_data,
-                                                 preprocess)
     cohorts = [[data.client_round_key(0, c) for c in ids]
                for ids in cohort_ids]
-    if _WORKERS.value:
-      config = dataclasses.replace(config, workers=_WORKERS.value,
-                                   subrounds=_SUBROUNDS.value)
-      kept = learning_process.build_runner(
-          config, process, train_data=train_data, by_client_id=True,
-          database=data.database_path(os.path.abspath(_cache_dir())),
-          print_fn=lambda _: None)
-    else:
-      kept = resident.ResidentProcess(process)
+  return _measure(run_round, cohorts, sequences,
+                  dict(case=case, clients=clients))
 
-    def run_round(cohort):
-      nonlocal state
-      if _RESIDENT.value or _WORKERS.value:
-        state = kept.next(state, cohort)[0]
-      else:
-        state = process.next(state, cohort).state
 
+def _measure(run_round, cohorts, sequences, labels):
+  """Times rounds 1.. of `cohorts` after round 0 (tracing): CPU, memory."""
+  from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
+  rounds = len(cohorts) - 1
   run_round(cohorts[0])   # warm-up (tracing)
   workers = runtime.worker_pids()
   cpu_start = _cpu_seconds(workers)
@@ -338,8 +364,7 @@ def _run_case(case, clients, rounds):
   seconds = (time.perf_counter() - start) / rounds
   cpu = (_cpu_seconds(workers) - cpu_start) / rounds
   peak = _peak_rss_mb([os.getpid()] + runtime.worker_pids())
-  return dict(case=case, clients=clients,
-              seconds_per_round=seconds, cpu_seconds_per_round=cpu,
+  return dict(labels, seconds_per_round=seconds, cpu_seconds_per_round=cpu,
               sequences_per_second=sum(sequences[1:]) / (seconds * rounds) if
               seconds else 0.0,
               sequences_per_round=sum(sequences[1:]) / rounds,

@@ -676,12 +676,7 @@ def _merge_descents(left: DenseTable, plans: Sequence[_Plan],
   # The pairs above the floor, each kind with its own partners (the
   # rights' last columns, then the left's stepping values).
   floor, floor_minima = out[:, 0].copy(), {}
-  # The floor's mean rise, for the chunk tests of `_useful_pairs`.
-  finite = np.flatnonzero(floor >= 0)
-  slope = 0
-  if finite.size > 1:
-    slope = max(0, int(floor[finite[-1]] - floor[finite[0]]) //
-                int(finite[-1] - finite[0]))
+  slope = _mean_rise(floor)
   split = starts[count]
   left_pair, left_m = _useful_pairs(
       left_i, left_firsts, np.minimum(left_stops, rows - left_i),
@@ -691,9 +686,32 @@ def _merge_descents(left: DenseTable, plans: Sequence[_Plan],
       right_m, right_firsts, np.minimum(right_stops, rows - right_m), best,
       starts[count + right_of] - split, partner[split:], floor,
       floor_minima, slope)
-  plan_of = np.concatenate([left_of[left_pair], right_of[right_pair]])
-  rows_i = np.concatenate([left_i[left_pair], right_i])
-  counts_m = np.concatenate([left_m, right_m[right_pair]])
+  _raise_by_pairs(plans, out,
+                  np.concatenate([left_of[left_pair], right_of[right_pair]]),
+                  np.concatenate([left_i[left_pair], right_i]),
+                  np.concatenate([left_m, right_m[right_pair]]))
+
+
+def _mean_rise(floor: np.ndarray) -> int:
+  """The floor's mean rise a row (0 if flat), for `_useful_pairs`' chunk
+  tests; rows below 0 (unreachable) are left out."""
+  finite = np.flatnonzero(floor >= 0)
+  if finite.size < 2:
+    return 0
+  return max(0, int(floor[finite[-1]] - floor[finite[0]]) //
+             int(finite[-1] - finite[0]))
+
+
+def _raise_by_pairs(plans: Sequence[_Plan], out: np.ndarray,
+                    plan_of: np.ndarray, rows_i: np.ndarray,
+                    counts_m: np.ndarray):
+  """out[i + m, :] = max(out[i + m, :], a_plan(i) + R_plan[m, :]) for every
+  useful pair (plan_of[k], rows_i[k], counts_m[k]).
+
+  Where a plan has many pairs, each pair is first tested against
+  TUNING.floor_groups floors of out (see `_merge_descents`).
+  """
+  count = len(plans)
   order = np.argsort(plan_of, kind='stable')
   plan_of, rows_i, counts_m = plan_of[order], rows_i[order], counts_m[order]
   bounds = np.searchsorted(plan_of, np.arange(count + 1)).tolist()
