@@ -1,11 +1,13 @@
 """Tests of canary clients inside training (--canaries)."""
 
+import dataclasses
 import math
 import os
 import tempfile
 from unittest import mock
 
 from absl.testing import absltest
+from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
@@ -17,6 +19,7 @@ from dpftrl_tff import learning_process
 from dpftrl_tff import privacy_report
 from dpftrl_tff import strict_json
 from dpftrl_tff.aggregators import dp_ftrl
+from dpftrl_tff.aggregators import registry
 from tests import training_test
 
 
@@ -223,6 +226,51 @@ class CanaryTrainingTest(absltest.TestCase):
       with self.subTest(overrides=overrides):
         with self.assertRaisesRegex(ValueError, text):
           training_test.tiny_config(**overrides).check_data(200)
+
+
+class BrokenMechanismInTrainingTest(parameterized.TestCase):
+  """Every other mechanism's noise path, broken, is caught in training.
+
+  The tree is checked both ways in `CanaryTrainingTest`; each mechanism
+  alone, both ways, in `canary_audit_test`. Here the mechanism's factory,
+  inside a training run with canaries, gets a tenth of the noise the
+  accountant counts: the lower end of the all-iterates interval must rise
+  above the accounted epsilon.
+  """
+
+  @parameterized.named_parameters(
+      ('tree_secagg', dict(secagg=True, secagg_scale=1000.0)),
+      # Starting from the fixed runs' clip: from a small one every real
+      # update is clipped, and their sum drowns the canaries' cosines.
+      ('adaptive', dict(aggregator='dp_ftrl_adaptive', initial_clip_norm=0.5,
+                        clipped_count_stddev=10.0)),
+      ('blt', dict(aggregator='dp_ftrl_blt')))
+  def test_broken_noise_is_caught(self, overrides):
+    config = training_test.tiny_config(
+        total_rounds=4, clients_per_round=10, canaries=100,
+        rounds_per_eval=4, **overrides)
+    original = registry.get(config.aggregator)
+
+    def broken_factory(config, record_specs):
+      return original.build_factory(
+          dataclasses.replace(config,
+                              noise_multiplier=config.noise_multiplier / 10),
+          record_specs)
+
+    broken = dataclasses.replace(original, build_factory=broken_factory)
+    get = registry.get
+    with mock.patch.object(
+        registry, 'get',
+        lambda name: broken if name == config.aggregator else get(name)):
+      with tempfile.TemporaryDirectory() as d:
+        summary = training_test.train(config, d)
+    estimate = summary['empirical_privacy']['all_iterates']
+    accounted = summary['privacy']['epsilon']
+    print(f'{self._testMethodName}: accounted {accounted:.2f}, noise / 10 '
+          f'{estimate["empirical_epsilon"]:.2f} '
+          f'{estimate["epsilon_interval"]}')
+    self.assertGreater(estimate['epsilon_interval'][0], accounted,
+                       (estimate, accounted))
 
 
 if __name__ == '__main__':
