@@ -40,7 +40,11 @@ _CANDIDATES = flags.DEFINE_integer('exposure_candidates', 10000,
                                    'Random candidates per phrase.')
 _EXTRA = flags.DEFINE_multi_string(
     'training_flag', [], 'Extra training flags for every run, e.g. '
-    '--training_flag=--total_rounds=20.')
+    '--training_flag=--total_rounds=20. A run\'s own --aggregator (and the '
+    'no-DP run\'s --noise_multiplier=0) come after them.')
+_NOISE = flags.DEFINE_float(
+    'noise_multiplier', None, 'Noise multiplier z of the DP-FTRL and BLT '
+    'runs; unset: the flag file\'s.')
 
 # (name, flags): the same phrases (same --seed) in every run.
 RUNS = (
@@ -50,12 +54,22 @@ RUNS = (
 )
 
 
+def _run_flags(name, run_flags):
+  """A run's own flags, last (absl keeps a flag's last value)."""
+  if name != 'no_dp' and _NOISE.value is not None:
+    return run_flags + [f'--noise_multiplier={_NOISE.value}']
+  return run_flags
+
+
 def run():
   for name, value, minimum in (('canary_phrases', _PHRASES.value, 1),
                                ('canary_phrase_repeats', _REPEATS.value, 1),
                                ('exposure_candidates', _CANDIDATES.value, 1)):
     if value < minimum:
       raise ValueError(f'--{name} must be >= {minimum}, got {value}.')
+  if _NOISE.value is not None and not _NOISE.value > 0:
+    raise ValueError(f'--noise_multiplier must be > 0 (the DP runs\' noise), '
+                     f'got {_NOISE.value}.')
   flagfile = ('configs/git_corpus.flags' if _CACHE_DIR.value else
               'configs/demo.flags')
   common = [f'--flagfile={flagfile}', f'--canary_phrases={_PHRASES.value}',
@@ -67,7 +81,8 @@ def run():
   for name, run_flags in RUNS:
     try:
       summary = training_runs.run_training(
-          _ROOT.value, name, common + run_flags + list(_EXTRA.value))
+          _ROOT.value, name, common + list(_EXTRA.value) + _run_flags(
+              name, run_flags))
     except RuntimeError as e:   # DivergedRun too: one line, not a trace.
       raise ValueError(str(e)) from None
     block = summary['exposure']
