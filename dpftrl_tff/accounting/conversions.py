@@ -20,6 +20,7 @@ with mu = sqrt(2 rho):
 solved for eps in log space. The tests check PLD against this formula.
 """
 
+import functools
 import math
 
 import dp_accounting
@@ -80,6 +81,17 @@ def epsilon_pld(rho: float, delta: float = DEFAULT_DELTA, *,
     return 0.0
   if rho > PLD_MAX_ZCDP:
     return epsilon_analytic_gaussian(rho, delta)
+  return _epsilon_pld(float(rho), float(delta),
+                      float(value_discretization_interval))
+
+
+@functools.lru_cache(maxsize=1024)
+def _epsilon_pld(rho: float, delta: float,
+                 value_discretization_interval: float) -> float:
+  """`epsilon_pld`'s PLD computation, memoized: a run asks for the same
+  rho several times (observed, planned, each evaluation) and a process
+  that trains several runs of one setting asks for it again; one call
+  takes seconds for rho near PLD_MAX_ZCDP."""
   accountant = dp_accounting.pld.PLDAccountant(
       value_discretization_interval=value_discretization_interval)
   accountant.compose(
