@@ -2,6 +2,7 @@
 evaluation, the checkpoint and the progress line (`RoundRecorder`, called
 by `loop.run_rounds` after every round of `training.train`)."""
 
+import time
 from typing import Any, Dict
 
 import tree
@@ -11,6 +12,11 @@ from dpftrl_tff import evaluation
 from dpftrl_tff import loop
 from dpftrl_tff import progress
 from dpftrl_tff.aggregators import registry
+
+
+# metrics.png is redrawn at a checkpoint at most this often (matplotlib takes
+# about a second; tiny runs checkpoint every round), and always at the end.
+PLOT_EVERY_SECONDS = 60.0
 
 
 def _short(value: float) -> str:
@@ -89,6 +95,7 @@ class RoundRecorder:
         print_fn=None if print_fn is print else print_fn)
     self.last_eval: Dict[str, float] = {}
     self.last_done = start_round
+    self._plotted_at = None   # time.monotonic() of the last metrics.png.
 
   def __call__(self, new_state, result: loop.RoundResult):
     config = self._config
@@ -122,7 +129,7 @@ class RoundRecorder:
       leaves = tree.flatten(self._runner.materialize(new_state))
       divergence.check_state(leaves, done)
       self._run_dir.save_checkpoint(leaves, done)
-      self._writer.plot()
+      self._plot(final=done == self._end_round)
     self.last_done = done
     eval_text = (f' eval_acc {row["eval_in_vocab_accuracy"]:.4f}'
                  if evaluated else '')
@@ -130,6 +137,17 @@ class RoundRecorder:
                      f'loss {_short(row["train_loss"])} '
                      f'acc {row["train_in_vocab_accuracy"]:.4f}{eval_text}',
                      force=evaluated)
+
+  def explosion(self):
+    """`divergence.explosion` of the run's rows (resumed ones too)."""
+    return divergence.explosion(self._writer.rows)
+
+  def _plot(self, final: bool):
+    now = time.monotonic()
+    if (final or self._plotted_at is None or
+        now - self._plotted_at >= PLOT_EVERY_SECONDS):
+      self._writer.plot()
+      self._plotted_at = now
 
   def stop_note(self) -> str:
     checkpoint = self._run_dir.latest_checkpoint_round()
