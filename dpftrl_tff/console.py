@@ -118,6 +118,21 @@ def _noise_text(privacy: Dict[str, Any]) -> str:
   return f'{len(privacy["restart_rounds"])} tree restarts'
 
 
+def _explosion_lines(explosion: Optional[Dict[str, Any]]) -> List[str]:
+  """The warning of a run whose training loss exploded (finite)."""
+  if not explosion:
+    return []
+  text = (f'WARNING: the training loss exploded: round '
+          f'{explosion["round"]} {explosion["loss"]:.4g}, over '
+          f'{explosion["factor"]:g} times the first round\'s '
+          f'({explosion["first_round_loss"]:.4g}); round '
+          f'{explosion["last_round"]} {explosion["last_loss"]:.4g}.')
+  if explosion['ended_exploded']:
+    text += (' The final model is a diverged one: its accuracy says so, not '
+             'what this setting can reach.')
+  return [text]
+
+
 def summary_text(summary: Dict[str, Any]) -> str:
   """The final lines of a training run: accuracy and privacy spent."""
   lines = []
@@ -131,6 +146,7 @@ def summary_text(summary: Dict[str, Any]) -> str:
         f'(loss {number(final.get("loss"))}) after {summary["rounds"]} '
         f'rounds; unigram baseline (always the most frequent word) '
         f'{number(summary.get("unigram_baseline_accuracy"))}')
+  lines += _explosion_lines(summary.get('training_loss_explosion'))
   privacy = summary.get('privacy')
   if privacy is None:
     lines.append('Privacy: none (--aggregator=none or --noise_multiplier=0).')

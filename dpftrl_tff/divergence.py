@@ -115,6 +115,31 @@ class ExplosionWatch:
                  f'{HINT}.')
 
 
+def explosion(rows: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+  """Where a run's finite training loss exploded, from its metrics rows.
+
+  None if no round's training loss exceeded EXPLOSION_FACTOR times the
+  first round's; else the first such round and loss, the first round's loss
+  and the last round's (`ended_exploded`: the last is still over the
+  factor, so the final model is a diverged one). Such a run is not stopped
+  (its numbers are finite, and a sweep over the noise wants its accuracy),
+  but its summary and final lines say so.
+  """
+  losses = [(int(row['round']), float(row['train_loss'])) for row in rows
+            if _finite(row.get('train_loss'))]
+  if not losses or losses[0][1] <= 0:
+    return None
+  first = losses[0][1]
+  over = [(r, loss) for r, loss in losses if loss > EXPLOSION_FACTOR * first]
+  if not over:
+    return None
+  last_round, last = losses[-1]
+  return dict(first_round_loss=first, round=over[0][0], loss=over[0][1],
+              last_round=last_round, last_loss=last,
+              ended_exploded=last > EXPLOSION_FACTOR * first,
+              factor=EXPLOSION_FACTOR)
+
+
 def first_loss(rows: Sequence[Dict[str, Any]]) -> Optional[float]:
   """The first round's training loss of resumed metrics rows, if any."""
   for row in rows:

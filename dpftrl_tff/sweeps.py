@@ -148,16 +148,22 @@ def run_row(point: Dict, seed: int, summary: Dict) -> Dict:
   A run without privacy (no noise) has privacy 'none' and empty zcdp and
   epsilon cells, never 0 (which would read as perfectly private). A run
   that diverged (`summary` {'diverged': message}) has status 'diverged' and
-  nan accuracy and loss.
+  nan accuracy and loss; one whose finite training loss was still exploded
+  at its end (`divergence.explosion`) has status 'loss exploded' and keeps
+  its (diverged model's) accuracy.
   """
   privacy = summary.get('privacy') or {}
   launch = privacy.get('launch_equivalent') or {}
   final = summary.get('final_eval') or {}
   clients = point.get('clients_per_round', summary.get('clients_per_round'))
   rounds = summary.get('rounds')
+  status = 'finished'
+  if summary.get('diverged'):
+    status = 'diverged'
+  elif (summary.get('training_loss_explosion') or {}).get('ended_exploded'):
+    status = 'loss exploded'
   return dict(
-      point, seed=seed,
-      status='diverged' if summary.get('diverged') else 'finished',
+      point, seed=seed, status=status,
       rounds=rounds,
       client_updates=(rounds * clients if clients and rounds else None),
       eval_in_vocab_accuracy=final.get('in_vocab_accuracy', math.nan),
@@ -185,6 +191,7 @@ def summarize(rows: Sequence[Dict], keys: Sequence[str]) -> List[Dict]:
         accuracy_std=float(acc.std(ddof=ddof)),
         loss_mean=float(loss.mean()), loss_std=float(loss.std(ddof=ddof)),
         diverged=sum(r.get('status') == 'diverged' for r in runs),
+        loss_exploded=sum(r.get('status') == 'loss exploded' for r in runs),
         privacy=runs[0].get('privacy'),
         zcdp=runs[0].get('zcdp'), epsilon=runs[0].get('epsilon'),
         launch_epsilon=runs[0].get('launch_epsilon')))

@@ -381,6 +381,7 @@ def _finish(config, run_dir, run: _Run, state, *, recorder, log, sampler,
   run_dir.write_final_weights(weights)
   summary = dict(rounds=end_round, total_rounds=config.total_rounds,
                  final_eval=recorder.last_eval,
+                 training_loss_explosion=recorder.explosion(),
                  unigram_baseline_accuracy=run.evaluator.unigram_baseline(),
                  privacy=run_privacy.privacy_spent(config, end_round, log,
                                                    sampler),

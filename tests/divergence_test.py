@@ -8,6 +8,7 @@ import tempfile
 from absl.testing import absltest
 import numpy as np
 
+from dpftrl_tff import console
 from dpftrl_tff import divergence
 from dpftrl_tff import run_directory
 from dpftrl_tff import strict_json
@@ -46,6 +47,29 @@ class CheckRoundTest(absltest.TestCase):
       watch.update(r, loss)
     self.assertLen(warnings, 1)
     self.assertIn('round 3: training loss 51', warnings[0])
+
+  def test_explosion_in_the_summary_and_final_lines(self):
+    rows = [dict(round=r, train_loss=loss) for r, loss in
+            enumerate(['5.0', 20.0, 'nan', 51.0, 80.0], 1)]   # CSV or float.
+    got = divergence.explosion(rows)
+    self.assertEqual(got, dict(first_round_loss=5.0, round=4, loss=51.0,
+                               last_round=5, last_loss=80.0,
+                               ended_exploded=True, factor=10.0))
+    strict_json.loads(strict_json.dumps(got))
+    lines = console.summary_text(dict(
+        final_eval=dict(in_vocab_accuracy=0.001, loss=30.0), rounds=5,
+        privacy=None, training_loss_explosion=got))
+    self.assertIn('WARNING: the training loss exploded: round 4 51, over 10 '
+                  'times the first round\'s (5); round 5 80. The final model '
+                  'is a diverged one', lines)
+    # Recovered by the end: said, but not that the final model diverged.
+    rows.append(dict(round=6, train_loss=4.0))
+    self.assertFalse(divergence.explosion(rows)['ended_exploded'])
+    self.assertIsNone(divergence.explosion(rows[:3]))
+    self.assertIsNone(divergence.explosion([]))
+    self.assertNotIn('exploded', console.summary_text(dict(
+        final_eval=dict(in_vocab_accuracy=0.2, loss=3.0), rounds=5,
+        privacy=None, training_loss_explosion=None)))
 
 
 class DivergingRunTest(absltest.TestCase):

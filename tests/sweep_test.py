@@ -195,20 +195,25 @@ class PrivacyNoneAndDivergenceTest(absltest.TestCase):
       if 'client_lr100' in name:
         raise training_runs.DivergedRun(f'the run {name} diverged')
       return dict(rounds=5, final_eval=dict(in_vocab_accuracy=0.2, loss=4.0),
-                  privacy=None, unigram_baseline_accuracy=0.1)
+                  privacy=None, unigram_baseline_accuracy=0.1,
+                  training_loss_explosion=dict(ended_exploded=True) if
+                  'client_lr10_' in name else None)
 
     original = training_runs.run_training
     training_runs.run_training = fake_run
     try:
       rows, table = sweeps.run_sweep(
           root=tempfile.mkdtemp(), flagfile='x.flags',
-          axes=sweeps.parse_axes(['client_lr=1,100']), ties=[], seeds=[1],
-          extra_flags=[])
+          axes=sweeps.parse_axes(['client_lr=1,10,100']), ties=[],
+          seeds=[1], extra_flags=[])
     finally:
       training_runs.run_training = original
-    self.assertEqual([r['status'] for r in rows], ['finished', 'diverged'])
-    self.assertTrue(math.isnan(table[1]['accuracy_mean']))
-    self.assertEqual(table[1]['diverged'], 1)
+    self.assertEqual([r['status'] for r in rows],
+                     ['finished', 'loss exploded', 'diverged'])
+    self.assertTrue(math.isnan(table[2]['accuracy_mean']))
+    self.assertEqual(table[2]['diverged'], 1)
+    self.assertEqual((table[1]['loss_exploded'], table[1]['accuracy_mean']),
+                     (1, 0.2))
 
 
 class ChildLifeTest(absltest.TestCase):
