@@ -1,6 +1,5 @@
 """Tests of canary clients inside training (--canaries)."""
 
-import dataclasses
 import math
 import os
 import tempfile
@@ -19,7 +18,7 @@ from dpftrl_tff import learning_process
 from dpftrl_tff import privacy_report
 from dpftrl_tff import strict_json
 from dpftrl_tff.aggregators import dp_ftrl
-from dpftrl_tff.aggregators import registry
+from tests import fixtures
 from tests import training_test
 
 
@@ -249,19 +248,7 @@ class BrokenMechanismInTrainingTest(parameterized.TestCase):
     config = training_test.tiny_config(
         total_rounds=4, clients_per_round=10, canaries=100,
         rounds_per_eval=4, **overrides)
-    original = registry.get(config.aggregator)
-
-    def broken_factory(config, record_specs):
-      return original.build_factory(
-          dataclasses.replace(config,
-                              noise_multiplier=config.noise_multiplier / 10),
-          record_specs)
-
-    broken = dataclasses.replace(original, build_factory=broken_factory)
-    get = registry.get
-    with mock.patch.object(
-        registry, 'get',
-        lambda name: broken if name == config.aggregator else get(name)):
+    with fixtures.broken_noise(config.aggregator, 10):
       with tempfile.TemporaryDirectory() as d:
         summary = training_test.train(config, d)
     estimate = summary['empirical_privacy']['all_iterates']

@@ -1,6 +1,5 @@
 """Tests of the canary audit of a mechanism (experiments.audit_mechanism)."""
 
-import dataclasses
 import os
 import tempfile
 
@@ -14,7 +13,6 @@ from dpftrl_tff import empirical_privacy
 from dpftrl_tff import privacy_report
 from dpftrl_tff import strict_json
 from dpftrl_tff import tff_compat
-from dpftrl_tff.aggregators import registry
 from tests import fixtures
 
 DELTA = 1e-5
@@ -69,22 +67,8 @@ class CanaryAuditTest(parameterized.TestCase):
     # estimate's lower end exceeds the accounted bound, and it does not
     # when the noise is as accounted.
     config = _config(**overrides)
-    original = registry.get(config.aggregator)
-
-    def broken_factory(config, record_specs):
-      return original.build_factory(
-          dataclasses.replace(config,
-                              noise_multiplier=config.noise_multiplier / 4),
-          record_specs)
-
-    broken = dataclasses.replace(original, build_factory=broken_factory)
-    get = registry.get
-    registry.get = lambda name: broken if name == config.aggregator else get(
-        name)
-    try:
+    with fixtures.broken_noise(config.aggregator, 4):
       result = _audit(config)
-    finally:
-      registry.get = get
     self.assertGreater(result['epsilon_interval'][0],
                        result['accounted_epsilon'])
     honest = _audit(config)

@@ -6,6 +6,7 @@ on stdin) through the binary's own flags and `main`, as `app.run` would.
 """
 
 import contextlib
+import dataclasses
 import functools
 import importlib
 import io
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+from unittest import mock
 
 from absl.testing import parameterized
 
@@ -163,3 +165,27 @@ def write_jsonl(path: str, objects) -> str:
 
 if __name__ == '__main__':
   _drive_cases(sys.argv[1])
+
+
+@contextlib.contextmanager
+def broken_noise(aggregator: str, divide_by: float):
+  """While open, registry.get(aggregator)'s factory adds 1 / divide_by of
+  the noise its config asks for; the accountant still counts the config's
+  (an implementation mistake that an empirical audit must catch)."""
+  # The registry (TensorFlow's import) only where a test breaks a mechanism:
+  # the binaries' test drivers import this module too.
+  from dpftrl_tff.aggregators import registry  # pylint: disable=g-import-not-at-top
+  original = registry.get(aggregator)
+
+  def broken_factory(config, record_specs):
+    return original.build_factory(
+        dataclasses.replace(
+            config, noise_multiplier=config.noise_multiplier / divide_by),
+        record_specs)
+
+  broken = dataclasses.replace(original, build_factory=broken_factory)
+  get = registry.get
+  with mock.patch.object(
+      registry, 'get',
+      lambda name: broken if name == aggregator else get(name)):
+    yield
