@@ -18,6 +18,7 @@ from absl import flags
 from absl import logging
 
 from dpftrl_tff import divergence
+from dpftrl_tff import runtime
 
 
 def warn(message: str):
@@ -62,8 +63,9 @@ def run_main(run: Callable[[], Any], argv: Sequence[str],
 
   Refuses positional arguments; ValueError (bad flags or data) and OSError
   (unwritable output and the like) print one line and return 2, no
-  traceback (--verbosity=1 logs it); Ctrl-C returns 130 (a run keeps its
-  last checkpoint). `cleanup` always runs last (e.g. stopping TFF workers).
+  traceback (--verbosity=1 logs it); a diverged run returns 3, a crashed
+  TFF worker (`runtime.WorkerLost`) 1, Ctrl-C 130 (a run keeps its last
+  checkpoint). `cleanup` always runs last (e.g. stopping TFF workers).
   """
   if len(argv) > 1:
     error(f'unexpected arguments {list(argv[1:])}: every setting is a '
@@ -81,6 +83,10 @@ def run_main(run: Callable[[], Any], argv: Sequence[str],
     logging.debug('Diverged', exc_info=True)
     error(str(e))
     return 3
+  except runtime.WorkerLost as e:
+    logging.debug('TFF worker lost', exc_info=True)
+    error(str(e))
+    return 1
   except (ValueError, OSError) as e:
     logging.debug('Refused', exc_info=True)
     error(str(e) if isinstance(e, ValueError) else describe_os_error(e))

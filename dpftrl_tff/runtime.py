@@ -71,6 +71,57 @@ def worker_pids() -> List[int]:
           if _name(p) == _WORKER_NAME and _alive(p)]
 
 
+class WorkerLost(RuntimeError):
+  """This machine's TFF worker_binary stopped (crashed) during a call."""
+
+
+def _exit_status(pid: int) -> Optional[str]:
+  """How an unreaped (zombie) process ended, from /proc/<pid>/stat's
+  exit_code field (Linux 3.5+, waitpid's format); None if unreadable."""
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      fields = f.read().split(')')[-1].split()
+    code = int(fields[49])   # Field 52; fields[0] is field 3 (state).
+  except (OSError, IndexError, ValueError):
+    return None
+  if code & 0x7f:
+    try:
+      name = signal.Signals(code & 0x7f).name
+    except ValueError:
+      name = f'signal {code & 0x7f}'
+    return f'killed by {name}'
+  return f'exit code {(code >> 8) & 0xff}'
+
+
+def _rpc_failure(error: BaseException) -> bool:
+  """True if a gRPC error is in `error`'s chain (TFF's remote calls)."""
+  grpc = sys.modules.get('grpc')   # Loaded by TFF; not imported here.
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    if grpc is not None and isinstance(error, grpc.RpcError):
+      return True
+    if 'GRPC' in type(error).__name__:   # TFF's RetryableGRPCError.
+      return True
+    error = error.__cause__ or error.__context__
+  return False
+
+
+def lost_worker(error: BaseException) -> Optional[str]:
+  """Why this process's TFF worker is gone, if `error` is a gRPC failure
+  and no worker of this process is alive; else None."""
+  if not _rpc_failure(error):
+    return None
+  workers = [p for p in _children(os.getpid()) if _name(p) == _WORKER_NAME]
+  if any(_alive(p) for p in workers):
+    return None
+  for pid in workers:   # Dead, not yet reaped.
+    status = _exit_status(pid)
+    if status:
+      return status
+  return 'it is gone'
+
+
 _shutdowns = 0
 
 

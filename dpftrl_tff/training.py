@@ -344,6 +344,15 @@ def _restore_checkpoint(config, run_dir, previous, process, state, print_fn):
                                      start_round, print_fn), start_round
 
 
+def _stopped(run: _Run, run_dir, writer):
+  """(last round done, what the run keeps) of a run stopped by a failure."""
+  done = int(writer.rows[-1]['round']) if writer.rows else run.start_round
+  checkpoint = run_dir.latest_checkpoint_round()
+  kept = (f'it keeps its last checkpoint (round {checkpoint})' if checkpoint
+          else 'it has no checkpoint yet')
+  return done, kept
+
+
 def _run_rounds(run: _Run, run_dir, recorder, writer, *, sampler,
                 client_ids, log, end_round):
   """The rounds from `run.start_round` to `end_round`; the final state."""
@@ -357,16 +366,22 @@ def _run_rounds(run: _Run, run_dir, recorder, writer, *, sampler,
   except KeyboardInterrupt:
     raise KeyboardInterrupt(stop_note()) from None
   except workers_lib.WorkerError as e:
-    done = (int(writer.rows[-1]['round']) if writer.rows else
-            run.start_round)
-    checkpoint = run_dir.latest_checkpoint_round()
-    kept = (f'it keeps its last checkpoint (round {checkpoint})' if checkpoint
-            else 'it has no checkpoint yet')
+    done, kept = _stopped(run, run_dir, writer)
     raise workers_lib.WorkerError(
         f'{e} The run stopped after round {done}; {kept}: start the worker '
         f'again (or leave it out of --workers) and re-run the same command '
         f'to resume, or pass --on_worker_failure=continue to go on without '
         f'it.', e.workers) from None
+  except Exception as e:  # pylint: disable=broad-except
+    reason = runtime.lost_worker(e)
+    if reason is None:
+      raise
+    done, kept = _stopped(run, run_dir, writer)
+    raise runtime.WorkerLost(
+        f'TFF\'s worker_binary on this machine stopped during round '
+        f'{done + 1} ({reason}): a failure of TFF\'s C++ runtime, not of '
+        f'this run\'s settings. The run stopped after round {done}; {kept}: '
+        f're-run the same command to resume.') from e
   finally:
     runtime.set_stop_note(None)
     recorder.close()

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -462,6 +463,44 @@ class WorkerStopTest(absltest.TestCase):
       proc.stdout.close()
     finally:
       worker.WORKER_STOP_TIMEOUT_SECONDS = previous
+
+
+class LostWorkerTest(absltest.TestCase):
+
+  def test_crashed_local_worker_is_one_line_and_the_run_resumes(self):
+    # TFF's worker_binary once segfaulted in a demo run (2026-11-26): the
+    # run ended in a gRPC traceback. Now: one line naming the round, how the
+    # worker ended and the checkpoint kept, and re-running resumes.
+    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    from dpftrl_tff.tff_compat import resident  # pylint: disable=g-import-not-at-top
+    config = tiny_config(total_rounds=3, rounds_per_eval=3)
+    original, calls = resident.ResidentProcess.next, []
+
+    def next_with_a_crash(runner, *args, **kwargs):
+      calls.append(1)
+      if len(calls) == 2:   # Round 2: the worker dies under the call.
+        for pid in runtime.worker_pids():
+          os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while runtime.worker_pids() and time.monotonic() < deadline:
+          time.sleep(0.05)
+      return original(runner, *args, **kwargs)
+
+    self.addCleanup(tff.backends.native.set_sync_local_cpp_execution_context)
+    out = tempfile.mkdtemp()
+    with mock.patch.object(resident.ResidentProcess, 'next',
+                           next_with_a_crash):
+      with self.assertRaisesRegex(
+          runtime.WorkerLost,
+          r"worker_binary on this machine stopped during round 2 \(killed by "
+          r"SIGKILL\).*stopped after round 1; it keeps its last checkpoint "
+          r"\(round 1\): re-run the same command to resume"):
+        train(config, out)
+    tff.backends.native.set_sync_local_cpp_execution_context()
+    summary = train(config, out)
+    self.assertEqual(summary['rounds'], 3)
+    # Any other failure is not mistaken for a lost worker.
+    self.assertIsNone(runtime.lost_worker(ValueError('x')))
 
 
 if __name__ == '__main__':
