@@ -173,7 +173,6 @@ def generate(cache_dir: str, *, num_train_clients: int = 3000,
     raise FileExistsError(f'{path} exists; pass overwrite=True to replace.')
   rng = np.random.default_rng(seed)
   lang = _Language(rng, num_words, num_topics)
-  counts: Dict[str, int] = {}
   word_counts = np.zeros(num_words, dtype=np.int64)
   _remove_temporaries(cache_dir)
   fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=_TMP_SUFFIX)
@@ -182,24 +181,11 @@ def generate(cache_dir: str, *, num_train_clients: int = 3000,
   con = sqlite3.connect(tmp)
   try:
     data.create_tables(con)
-    client_number = 0
-    for split, num_clients in (('train', num_train_clients),
-                               ('heldout', num_heldout_clients),
-                               ('test', num_test_clients)):
-      total = 0
-      for _ in range(num_clients):
-        client_number += 1
-        cid = f'{client_number:08d}'
-        client = lang.client(rng)
-        n = int(min(max_sentences_per_client,
-                    np.floor((rng.pareto(_PARETO_SHAPE) + 1.0) *
-                             min_sentences_per_client)))
-        rows = _client_rows(lang, rng, client, n, split, cid, word_counts)
-        con.executemany('INSERT INTO examples VALUES (?, ?, ?)', rows)
-        con.execute('INSERT INTO client_metadata VALUES (?, ?, ?)',
-                    (cid, split, n))
-        total += n
-      counts[split] = total
+    counts = _write_clients(
+        con, lang, rng, (('train', num_train_clients),
+                         ('heldout', num_heldout_clients),
+                         ('test', num_test_clients)),
+        (min_sentences_per_client, max_sentences_per_client), word_counts)
     data.index_tables(con)
     con.commit()
   finally:
@@ -213,6 +199,32 @@ def generate(cache_dir: str, *, num_train_clients: int = 3000,
     f.write(strict_json.dumps(params, indent=1, sort_keys=True))
   os.replace(record + _TMP_SUFFIX, record)
   os.replace(tmp, path)
+  return counts
+
+
+def _write_clients(con, lang, rng, splits, sentences_range,
+                   word_counts: np.ndarray) -> Dict[str, int]:
+  """Every split's clients into the database; sentences per split.
+
+  Client ids count up across the splits (00000001, ...); a client has
+  n = min(high, floor(low (1 + P))) sentences, P ~ Lomax(_PARETO_SHAPE),
+  for sentences_range = (low, high).
+  """
+  low, high = sentences_range
+  counts, client_number = {}, 0
+  for split, num_clients in splits:
+    total = 0
+    for _ in range(num_clients):
+      client_number += 1
+      cid = f'{client_number:08d}'
+      client = lang.client(rng)
+      n = int(min(high, np.floor((rng.pareto(_PARETO_SHAPE) + 1.0) * low)))
+      rows = _client_rows(lang, rng, client, n, split, cid, word_counts)
+      con.executemany('INSERT INTO examples VALUES (?, ?, ?)', rows)
+      con.execute('INSERT INTO client_metadata VALUES (?, ?, ?)',
+                  (cid, split, n))
+      total += n
+    counts[split] = total
   return counts
 
 
