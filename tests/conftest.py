@@ -56,6 +56,7 @@ _SLOW_FIRST = (
     'tests/remote_test.py::RemoteTest',
     'tests/utility_curves_test.py::ReproduceUtilityCurvesTest',
     'tests/training_test.py::BinaryTest',
+    'tests/training_test.py::LostWorkerTest',
     'tests/canaries_test.py::CanaryTrainingTest',
     'tests/canaries_test.py::BrokenMechanismInTrainingTest',
     'tests/exposure_binary_test.py::ReproduceExposureTest',
