@@ -92,6 +92,11 @@ def check_state(leaves: Sequence[Any], round_number: int) -> None:
           f'that are not finite; it is not checkpointed. Try: {HINT}.')
 
 
+def _exploded(loss: float, first: float) -> bool:
+  """The training loss is over EXPLOSION_FACTOR times the first round's."""
+  return first > 0 and loss > EXPLOSION_FACTOR * first
+
+
 class ExplosionWatch:
   """Warns once when the training loss exceeds 10 times the first round's."""
 
@@ -106,8 +111,7 @@ class ExplosionWatch:
     if self.first_loss is None:
       self.first_loss = float(train_loss)
       return
-    if (not self.warned and self.first_loss > 0 and
-        train_loss > EXPLOSION_FACTOR * self.first_loss):
+    if not self.warned and _exploded(train_loss, self.first_loss):
       self.warned = True
       self._warn(f'round {round_number}: training loss {train_loss:.4g} is '
                  f'over {EXPLOSION_FACTOR:g} times the first round\'s '
@@ -127,16 +131,14 @@ def explosion(rows: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
   """
   losses = [(int(row['round']), float(row['train_loss'])) for row in rows
             if _finite(row.get('train_loss'))]
-  if not losses or losses[0][1] <= 0:
-    return None
-  first = losses[0][1]
-  over = [(r, loss) for r, loss in losses if loss > EXPLOSION_FACTOR * first]
+  first = losses[0][1] if losses else 0.0
+  over = [(r, loss) for r, loss in losses if _exploded(loss, first)]
   if not over:
     return None
   last_round, last = losses[-1]
   return dict(first_round_loss=first, round=over[0][0], loss=over[0][1],
               last_round=last_round, last_loss=last,
-              ended_exploded=last > EXPLOSION_FACTOR * first,
+              ended_exploded=_exploded(last, first),
               factor=EXPLOSION_FACTOR)
 
 

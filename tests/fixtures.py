@@ -163,9 +163,6 @@ def write_jsonl(path: str, objects) -> str:
   return path
 
 
-if __name__ == '__main__':
-  _drive_cases(sys.argv[1])
-
 
 @contextlib.contextmanager
 def broken_noise(aggregator: str, divide_by: float):
@@ -189,3 +186,7 @@ def broken_noise(aggregator: str, divide_by: float):
       registry, 'get',
       lambda name: broken if name == aggregator else get(name)):
     yield
+
+
+if __name__ == '__main__':
+  _drive_cases(sys.argv[1])

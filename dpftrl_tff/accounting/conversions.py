@@ -88,10 +88,10 @@ def epsilon_pld(rho: float, delta: float = DEFAULT_DELTA, *,
 @functools.lru_cache(maxsize=1024)
 def _epsilon_pld(rho: float, delta: float,
                  value_discretization_interval: float) -> float:
-  """`epsilon_pld`'s PLD computation, memoized: a run asks for the same
-  rho several times (observed, planned, each evaluation) and a process
-  that trains several runs of one setting asks for it again; one call
-  takes seconds for rho near PLD_MAX_ZCDP."""
+  """`epsilon_pld`'s PLD computation, memoized: a run's summary asks for
+  the observed and the planned rho (often equal), and a process that trains
+  several runs of one setting asks again; one call takes seconds for rho
+  near PLD_MAX_ZCDP."""
   accountant = dp_accounting.pld.PLDAccountant(
       value_discretization_interval=value_discretization_interval)
   accountant.compose(
