@@ -118,6 +118,8 @@ class CanaryTrainingTest(absltest.TestCase):
         total_rounds=4, clients_per_round=10, canaries=100,
         canary_phrases=3, canary_phrase_repeats=20, exposure_candidates=500,
         rounds_per_checkpoint=2, rounds_per_eval=4)
+    # Three runs of one config: one build.
+    self.enter_context(fixtures.reused_builds())
     with tempfile.TemporaryDirectory() as whole, \
         tempfile.TemporaryDirectory() as resumed:
       summary = training_test.train(config, whole)

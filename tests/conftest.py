@@ -47,14 +47,12 @@ def pytest_sessionfinish(session, exitstatus):
 # last would run alone at the end while the other worker idles. Measured on
 # 2026-11-25 (seconds, 2-core VM): utility curves on a git corpus 140-200,
 # training loop about 250 in all, remote rounds about 240, README binaries
-# about 90, utility curves on generated data 80-117, training binary about
-# 150, reproduce_participation 65, noise sweep 72, README git commands 46,
+# about 90, training binary about 150, reproduce_participation 65, noise sweep 72, README git commands 46,
 # canaries in training about 95, reproduce_exposure about 80.
 _SLOW_FIRST = (
     'tests/utility_curves_test.py::ReproduceUtilityCurvesGitTest',
     'tests/training_test.py::TrainingLoopTest',
     'tests/remote_test.py::RemoteTest',
-    'tests/utility_curves_test.py::ReproduceUtilityCurvesTest',
     'tests/training_test.py::BinaryTest',
     'tests/training_test.py::LostWorkerTest',
     'tests/canaries_test.py::CanaryTrainingTest',

@@ -5,6 +5,7 @@ imports the binary once and runs every argument list it reads (a JSON list
 on stdin) through the binary's own flags and `main`, as `app.run` would.
 """
 
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -162,6 +163,39 @@ def write_jsonl(path: str, objects) -> str:
       f.write(json.dumps(obj) + '\n')
   return path
 
+
+@contextlib.contextmanager
+def reused_builds(capacity: int = 8):
+  """While open, `learning_process.build_learning_process` returns the
+  process it built before for an equal config and canaries, instead of
+  building it again (about 8 s of TFF tracing each: a resumed-run test
+  builds the same one three times).
+
+  Only configs with a fixed noise seed are reused (with an unpredictable
+  seed every build differs). Never open around a test that patches what a
+  build runs (`broken_noise`): the patched build would not happen.
+  """
+  # TensorFlow's import only where a test reuses builds (see broken_noise).
+  from dpftrl_tff import learning_process  # pylint: disable=g-import-not-at-top
+  build = learning_process.build_learning_process
+  built = collections.OrderedDict()
+
+  def reusing(config, canaries=None):
+    if config.noise_seed is None:
+      return build(config, canaries)
+    key = repr((config, canaries))
+    if key in built:
+      learning_process.prepare_execution(config)   # As a build would.
+      built.move_to_end(key)
+      return built[key]
+    built[key] = build(config, canaries)
+    if len(built) > capacity:
+      built.popitem(last=False)
+    return built[key]
+
+  with mock.patch.object(learning_process, 'build_learning_process',
+                         reusing):
+    yield
 
 
 @contextlib.contextmanager

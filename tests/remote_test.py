@@ -181,6 +181,7 @@ class RemoteTest(tf.test.TestCase, parameterized.TestCase):
                     original_compute)
 
   def test_killed_worker_stops_then_resumes_or_continues(self):
+    self.enter_context(fixtures.reused_builds())   # Four runs, two configs.
     workers = ','.join(map(str, self.workers))
     config = _config(workers=workers, subrounds=3)
     reference, ref_dir = self._train('reference', config)

@@ -10,11 +10,12 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from dpftrl_tff.tff_compat import resident
 from dpftrl_tff import learning_process
 from dpftrl_tff import runtime
 from dpftrl_tff import training
 from dpftrl_tff.aggregators import registry
+from dpftrl_tff.tff_compat import resident
+from tests import fixtures
 
 _VOCAB = 30
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -53,6 +54,12 @@ def _norm(process, before, after):
 
 
 class ResidentProcessTest(tf.test.TestCase, parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    # Seven tests, four configs: a build each (nothing here patches one).
+    cls.enter_context(fixtures.reused_builds())
 
   def tearDown(self):
     runtime.shutdown_workers()

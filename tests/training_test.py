@@ -2,6 +2,7 @@
 
 import csv
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -73,6 +74,19 @@ def _weights(output_dir):
 
 
 class TrainingLoopTest(parameterized.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    # Most tests train tiny_config()s with its fixed noise seed: one build
+    # for the class (nothing here patches what a build runs).
+    cls.enter_context(fixtures.reused_builds())
+
+  def test_equal_configs_share_one_build(self):
+    config = tiny_config()
+    built = learning_process.build_learning_process(config)
+    self.assertIs(learning_process.build_learning_process(tiny_config()),
+                  built)
 
   def test_initial_state_holds_the_seeded_model(self):
     config = tiny_config(aggregator='none', noise_multiplier=0.0)
@@ -339,24 +353,78 @@ class BadInputTest(fixtures.BadInputTest):
     self.check_refused(case, expected)
 
 
+# Bad data and bad output places: one line each (exit 2), run in one
+# process like _BAD_INPUT. '@name' in an argument is the directory `name` of
+# `_bad_places`, made when the class starts.
+_BAD_PLACES = (
+    ('garbage_examples', ['--cache_dir=@garbage'],
+     'not tf.train.Example protos'),
+    ('database_without_tables', ['--cache_dir=@no_tables'],
+     'no table "examples"'),
+    # An output root that cannot be a directory (root writes anywhere, so
+    # permissions cannot be tested here).
+    ('output_under_a_file', ['--root_output_dir=@not_a_dir/out'], 'error:'),
+    ('stray_argument', ['stray'], 'unexpected arguments'),
+)
+
+
+def _bad_places():
+  """{name: path} of a database with garbage examples, one without the
+  examples table, and a file where a directory should be."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  import sqlite3  # pylint: disable=g-import-not-at-top
+  garbage, no_tables = tempfile.mkdtemp(), tempfile.mkdtemp()
+  shutil.copy(data.database_path(cache_dir()), data.database_path(garbage))
+  con = sqlite3.connect(data.database_path(garbage))
+  con.execute("UPDATE examples SET serialized_example_proto = x'0a0b0c'")
+  con.commit()
+  con.close()
+  sqlite3.connect(data.database_path(no_tables)).execute(
+      'CREATE TABLE foo (x INT)').connection.commit()
+  not_a_dir = os.path.join(tempfile.mkdtemp(), 'file')
+  with open(not_a_dir, 'w') as f:
+    f.write('x')
+  return dict(garbage=garbage, no_tables=no_tables, not_a_dir=not_a_dir)
+
+
+class BadPlacesTest(fixtures.BadInputTest):
+  MODULE = 'experiments.run_stackoverflow'
+  CASES = _BAD_PLACES
+  RETURNCODE = 2
+
+  @classmethod
+  def setUpClass(cls):
+    cls.places = _bad_places()
+    super().setUpClass()
+
+  @classmethod
+  def case_args(cls, args):
+    args = [re.sub(r'@(\w+)', lambda m: cls.places[m.group(1)], a)
+            for a in args]
+    return [*_tiny_flags(tempfile.mkdtemp()), *args]
+
+  @parameterized.named_parameters(fixtures.case_parameters(_BAD_PLACES))
+  def test_bad_place_is_one_line(self, case, expected):
+    self.check_refused(case, expected)
+    self.assertLess(len(fixtures.own_lines(self.results[case].stderr)), 5)
+
+
 class BinaryTest(parameterized.TestCase):
 
-  def test_runs_and_prints_accuracy_and_privacy(self):
-    proc = _run_binary(*_tiny_flags(tempfile.mkdtemp()), '--noise_seed=5')
+  def test_runs_on_generated_data_and_prints_accuracy_and_privacy(self):
+    # The one run of the binary as a subprocess that goes to its end; the
+    # generated data gets a directory of its own per setting.
+    root = tempfile.mkdtemp()
+    flags = [f for f in _tiny_flags(root) if not f.startswith('--cache_dir')]
+    proc = _run_binary(*flags, '--noise_seed=5',
+                       '--synthetic_train_clients=30',
+                       '--synthetic_min_sentences_per_client=5')
     self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
     # A fixed noise seed is warned about, once.
     self.assertEqual(proc.stderr.count('fixes the DP noise'), 1, proc.stderr)
     self.assertIn('Final eval in-vocab accuracy', proc.stdout)
     self.assertIn('rho-zCDP', proc.stdout)
     self.assertIn('ETA', proc.stdout)
-
-  def test_generated_data_gets_a_directory_per_setting(self):
-    root = tempfile.mkdtemp()
-    flags = [f for f in _tiny_flags(root) if not f.startswith('--cache_dir')]
-    proc = _run_binary(*flags, '--total_rounds=1',
-                       '--synthetic_train_clients=30',
-                       '--synthetic_min_sentences_per_client=5')
-    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
     self.assertIn('not the real StackOverflow data', proc.stdout)
     made = os.path.join(root, 'synthetic_stackoverflow_min5_clients30')
     with open(os.path.join(made, synthetic.PARAMS_NAME)) as f:
@@ -364,43 +432,6 @@ class BinaryTest(parameterized.TestCase):
     self.assertEqual((record['min_sentences_per_client'],
                       record['num_train_clients']), (5, 30))
     self.assertEqual(os.listdir(root).count('synthetic_stackoverflow'), 0)
-
-  def test_garbage_examples_and_read_only_output_are_one_line(self):
-    import shutil  # pylint: disable=g-import-not-at-top
-    import sqlite3  # pylint: disable=g-import-not-at-top
-    bad = tempfile.mkdtemp()
-    shutil.copy(data.database_path(cache_dir()), data.database_path(bad))
-    con = sqlite3.connect(data.database_path(bad))
-    con.execute("UPDATE examples SET serialized_example_proto = x'0a0b0c'")
-    con.commit()
-    con.close()
-    proc = _run_binary(*_tiny_flags(tempfile.mkdtemp()), f'--cache_dir={bad}')
-    self.assertEqual(proc.returncode, 2)
-    self.assertIn('not tf.train.Example protos', proc.stderr)
-    self.assertNotIn('Traceback', proc.stderr)
-    # An output root that cannot be a directory (root writes anywhere, so
-    # permissions cannot be tested here): one line, no traceback.
-    not_a_dir = os.path.join(tempfile.mkdtemp(), 'file')
-    with open(not_a_dir, 'w') as f:
-      f.write('x')
-    proc = _run_binary(*_tiny_flags(os.path.join(not_a_dir, 'out')))
-    self.assertEqual(proc.returncode, 2)
-    self.assertIn('error:', proc.stderr)
-    self.assertNotIn('Traceback', proc.stderr)
-    proc = _run_binary(*_tiny_flags(tempfile.mkdtemp()), 'stray')
-    self.assertEqual(proc.returncode, 2)
-    self.assertIn('unexpected arguments', proc.stderr)
-    self.assertLess(len(proc.stderr.splitlines()), 5)
-
-  def test_database_without_tables(self):
-    bad = tempfile.mkdtemp()
-    import sqlite3  # pylint: disable=g-import-not-at-top
-    sqlite3.connect(data.database_path(bad)).execute(
-        'CREATE TABLE foo (x INT)').connection.commit()
-    proc = _run_binary(*_tiny_flags(tempfile.mkdtemp()), f'--cache_dir={bad}')
-    self.assertNotEqual(proc.returncode, 0)
-    self.assertIn('no table "examples"', proc.stderr)
-    self.assertNotIn('Traceback', proc.stderr)
 
   @parameterized.named_parameters(
       ('ctrl_c', signal.SIGINT),

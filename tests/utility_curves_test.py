@@ -14,33 +14,6 @@ from dpftrl_tff import utility_curves
 from tests import fixtures
 
 
-class ReproduceUtilityCurvesTest(absltest.TestCase):
-
-  def test_quick_mode_writes_every_figure(self):
-    root, out = tempfile.mkdtemp(), tempfile.mkdtemp()
-    proc = fixtures.run_module('experiments.reproduce_utility_curves',
-                               '--quick', '--seeds=1',
-                               f'--root_output_dir={root}',
-                               f'--output_dir={out}', timeout=600)
-    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
-    for name in ('fig1a', 'fig1b', 'report_goal', 'pretraining', 'targets'):
-      self.assertTrue(os.path.isfile(
-          os.path.join(out, f'utility_{name}_quick.csv')), name)
-    for name in ('fig1a', 'fig1b', 'report_goal', 'pretraining'):
-      self.assertTrue(os.path.isfile(
-          os.path.join(out, f'utility_{name}_quick.png')), name)
-    with open(os.path.join(out, 'utility_report_goal_quick.csv')) as f:
-      rows = list(csv.DictReader(f))
-    # z / m fixed across report goals.
-    ratios = {round(float(r['noise_multiplier']) / int(r['report_goal']), 9)
-              for r in rows}
-    self.assertLen(ratios, 1)
-    with open(os.path.join(out, 'utility_fig1b_quick.csv')) as f:
-      clips = list(csv.DictReader(f))
-    self.assertLen(clips, 2)   # One row per round of the adaptive run.
-    self.assertIn('pretraining (6 steps) reduces the rounds', proc.stdout)
-
-
 class _FakeRunner:
   """Runner's interface, with canned curves: run name -> (rounds, acc)."""
 
@@ -95,7 +68,9 @@ class ReportGoalSeedsTest(absltest.TestCase):
 
 
 class ReproduceUtilityCurvesGitTest(absltest.TestCase):
-  # A class of its own: it runs beside the generated-data test.
+  # End to end once, on real text; the generated data's path differs only in
+  # where the database comes from (`Runner`), which the training tests and
+  # README's demo run. ReportGoalSeedsTest covers several seeds.
 
   def test_quick_mode_on_a_git_corpus(self):
     folder = tempfile.mkdtemp()
@@ -123,12 +98,23 @@ class ReproduceUtilityCurvesGitTest(absltest.TestCase):
     for name in ('fig1a', 'fig1b', 'report_goal', 'pretraining', 'targets'):
       self.assertTrue(os.path.isfile(
           os.path.join(out, f'utility_{name}_git_quick.csv')), name)
+    for name in ('fig1a', 'fig1b', 'report_goal', 'pretraining'):
+      self.assertTrue(os.path.isfile(
+          os.path.join(out, f'utility_{name}_git_quick.png')), name)
     self.assertIn('reaches the from-scratch final accuracy', proc.stdout)
+    self.assertIn('pretraining (6 steps) reduces the rounds', proc.stdout)
+    with open(os.path.join(out, 'utility_fig1b_git_quick.csv')) as f:
+      clips = list(csv.DictReader(f))
+    self.assertLen(clips, 2)   # One row per round of the adaptive run.
     with open(os.path.join(out, 'utility_report_goal_git_quick.csv')) as f:
       goal_rows = list(csv.DictReader(f))
     # Both report goals (several seeds: ReportGoalSeedsTest).
     self.assertEqual({(r['report_goal'], r['seed']) for r in goal_rows},
                      {('10', '1'), ('20', '1')})
+    # z / m fixed across report goals.
+    ratios = {round(float(r['noise_multiplier']) / int(r['report_goal']), 9)
+              for r in goal_rows}
+    self.assertLen(ratios, 1)
     with open(os.path.join(root, 'fixed_seed1', 'summary.json')) as f:
       privacy = json.load(f)['privacy']
     # The run's own guarantee (planned groups) and the labelled launch.
