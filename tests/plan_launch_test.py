@@ -1,9 +1,7 @@
 """Tests of the launch planner binary and the epsilon-to-zCDP inversion."""
 
-
 from absl.testing import absltest
 from absl.testing import parameterized
-from tensorflow_privacy.privacy.analysis import tree_aggregation_accountant as tfp_tree
 
 from dpftrl_tff import accounting
 from dpftrl_tff import strict_json
@@ -25,8 +23,10 @@ class PlanLaunchTest(parameterized.TestCase):
     self.assertEqual(c['population_min_separation'], 199)
     self.assertEqual(c['observed_min_separation'], 199)
     self.assertEqual(c['observed_max_participation'], 3)   # ceil(450/200)
-    self.assertAlmostEqual(c['zcdp'], tfp_tree.compute_zcdp_single_tree(
-        2.0, 450, 3, 199), places=12)
+    # TF Privacy's tree_aggregation_accountant.compute_zcdp_single_tree(
+    # 2.0, 450, 3, 199) is 3.375 (31 s to compute; the accountant equals it
+    # on such points in accounting_tree_test).
+    self.assertAlmostEqual(c['zcdp'], 3.375, places=12)
     self.assertEqual(sum(c['participations_histogram']), 20000)
 
   def test_planner_recommends_and_scales_noise_with_report_goal(self):
