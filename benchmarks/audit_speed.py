@@ -20,7 +20,6 @@ from dpftrl_tff import runtime
 runtime.install(malloc_arenas=2)   # Before TensorFlow: quiet C++ logs; two
                                    # malloc arenas keep the worker small.
 
-from absl import app
 from absl import flags
 import numpy as np
 
@@ -84,4 +83,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  runtime.run_app(main)

@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 import time
-from typing import List, Optional
+from typing import Any, Callable, List, Optional
 
 
 _WORKER_NAME = 'worker_binary'
@@ -266,6 +266,46 @@ def configure_allocator(arenas: Optional[int] = None):
     value = int(os.environ.setdefault(name, str(value)))
     if libc:
       libc.mallopt(param, value)
+
+
+def exit_code(code) -> int:
+  """The process exit status of `sys.exit(code)` (None 0, an int itself,
+  anything else printed to stderr and 1), as the interpreter computes it."""
+  if code is None:
+    return 0
+  if isinstance(code, int):
+    return code & 0xff
+  print(code, file=sys.stderr)
+  return 1
+
+
+def run_app(main: Callable[[List[str]], Any]):
+  """`absl.app.run(main)` for a binary, then its exit without Python's own
+  teardown of TensorFlow, TFF and gRPC.
+
+  After `main` the exit handlers run as usual (`atexit`: TFF workers stop,
+  `_forget_tff_workers`) and standard streams are flushed; then the process
+  ends with `os._exit`, with the status `sys.exit` would give. Skipped is
+  only the interpreter's finalization (module teardown, the last garbage
+  collection), where the C++ objects of TensorFlow's eager context and
+  TFF's gRPC channels are destroyed while their threads may still run: on
+  2026-11-26 `audit_mechanism` printed its results, flushed, and then died
+  there with SIGSEGV (exit -11), once in a full test suite. A run's files
+  are closed and flushed by then (TensorBoard after every row).
+  """
+  from absl import app  # pylint: disable=g-import-not-at-top
+  try:
+    app.run(main)
+    code = 0
+  except SystemExit as e:
+    code = exit_code(e.code)
+  atexit._run_exitfuncs()  # pylint: disable=protected-access
+  for stream in (sys.stdout, sys.stderr):
+    try:
+      stream.flush()
+    except (OSError, ValueError):
+      pass
+  os._exit(code)  # pylint: disable=protected-access
 
 
 def install(malloc_arenas: Optional[int] = None):

@@ -26,7 +26,6 @@ from dpftrl_tff import runtime
 runtime.install(malloc_arenas=2)   # Before TensorFlow: quiet C++ logs; two
                                    # malloc arenas keep the worker small.
 
-from absl import app
 from absl import flags
 import numpy as np
 
@@ -127,4 +126,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  sys.exit(app.run(main))
+  runtime.run_app(main)

@@ -17,7 +17,6 @@ What is kept and dropped of a message, how authors are hashed and how the
 splits are drawn: `dpftrl_tff.git_corpus` and docs/real_text.md.
 """
 
-import sys
 import time
 
 from dpftrl_tff import runtime
@@ -25,7 +24,6 @@ from dpftrl_tff import runtime
 runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
 
 # pylint: disable=g-import-not-at-top
-from absl import app
 from absl import flags
 
 from dpftrl_tff import console
@@ -130,4 +128,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  sys.exit(app.run(main))
+  runtime.run_app(main)

@@ -22,14 +22,12 @@ vocabulary's fingerprint, the model sizes, the corpus, the steps) for
 
 import dataclasses
 import os
-import sys
 
 from dpftrl_tff import runtime
 
 runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
 
 # pylint: disable=g-import-not-at-top
-from absl import app
 from absl import flags
 
 from dpftrl_tff import config as config_lib
@@ -142,4 +140,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  sys.exit(app.run(main))
+  runtime.run_app(main)

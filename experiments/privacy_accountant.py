@@ -145,4 +145,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  runtime.run_app(main)

@@ -14,13 +14,11 @@ them.
 
 import csv
 import os
-import sys
 
 from dpftrl_tff import runtime
 
 runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
 
-from absl import app
 from absl import flags
 
 from dpftrl_tff import console
@@ -120,4 +118,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  sys.exit(app.run(main))
+  runtime.run_app(main)

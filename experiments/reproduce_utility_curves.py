@@ -42,7 +42,6 @@ documentation (TFDS dpftrl_public_text).
 """
 
 import os
-import sys
 import time
 
 from dpftrl_tff import runtime
@@ -50,7 +49,6 @@ from dpftrl_tff import runtime
 runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
 
 # pylint: disable=g-import-not-at-top
-from absl import app
 from absl import flags
 
 from dpftrl_tff import console
@@ -122,4 +120,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  sys.exit(app.run(main))
+  runtime.run_app(main)

@@ -18,7 +18,6 @@ from dpftrl_tff import runtime
 runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
 
 # pylint: disable=g-import-not-at-top
-from absl import app
 from absl import flags
 
 from dpftrl_tff import checks
@@ -74,4 +73,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  runtime.run_app(main)

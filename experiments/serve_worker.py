@@ -25,7 +25,6 @@ import os
 import socket
 import time
 
-from absl import app
 from absl import flags
 
 from dpftrl_tff import console
@@ -112,4 +111,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  runtime.run_app(main)

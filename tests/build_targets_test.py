@@ -46,7 +46,9 @@ class BuildTargetsTest(absltest.TestCase):
           rule_here = rule
         if folder == 'dpftrl_tff' or path.name == '__init__.py':
           rule_here = 'py_library'
-        if rule == 'py_binary' and 'app.run(' not in path.read_text():
+        text = path.read_text()
+        if rule == 'py_binary' and 'app.run(' not in text and (
+            'run_app(' not in text):
           rule_here = 'py_library'   # A helper module of the binaries.
         if covered.get(rel) != rule_here:
           missing.append(f'{rel} (needs a {rule_here})')

@@ -48,6 +48,17 @@ def run_module(module: str, *args: str,
                         timeout=timeout)
 
 
+def stderr_tail(text: str, size: int = 3000) -> str:
+  """The end of a binary's stderr for a failure message; after a fatal
+  signal, faulthandler's stacks instead (not its long list of extension
+  modules, which would fill the excerpt)."""
+  fatal = text.find('Fatal Python error')
+  if fatal >= 0:
+    text = text[fatal:].split('\nExtension modules:', 1)[0]
+    return text[:size]
+  return text[-size:]
+
+
 _RESULTS = '=== run_module_cases results ==='
 
 
@@ -65,7 +76,7 @@ def run_module_cases(module: str, cases, timeout: float = 300):
                         timeout=timeout)
   if proc.returncode or _RESULTS not in proc.stdout:
     raise AssertionError(f'the case driver of {module} failed:\n'
-                         f'{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}')
+                         f'{proc.stdout[-2000:]}\n{stderr_tail(proc.stderr)}')
   results = json.loads(proc.stdout.rsplit(_RESULTS, 1)[1])
   return [subprocess.CompletedProcess([module, *args], r['returncode'],
                                       r['stdout'], r['stderr'])

@@ -107,7 +107,8 @@ def _run_block(test, index):
     proc = subprocess.run(['bash', '-c', full], cwd=work, env=env,
                           capture_output=True, text=True, timeout=600)
     test.assertEqual(proc.returncode, 0,
-                     f'{full}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}')
+                     f'{full}\n{proc.stdout[-2000:]}\n'
+                     f'{fixtures.stderr_tail(proc.stderr)}')
     test.assertNotIn('Traceback', proc.stderr, full)
     outputs[command] = proc.stdout
   return outputs, work

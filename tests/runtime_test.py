@@ -1,0 +1,74 @@
+"""runtime.run_app: a binary's exit status, exit handlers, flushed output,
+and no interpreter teardown; every binary that loads TFF exits through it."""
+
+import pathlib
+import subprocess
+import sys
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from dpftrl_tff import runtime
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# A binary whose main returns or raises what argv[1] says. Its output is not
+# flushed by hand; the exit handler must run; the module-level object's
+# __del__ runs only in the interpreter's teardown, which run_app skips.
+_SCRIPT = r'''
+import atexit
+import sys
+from dpftrl_tff import runtime
+
+class Teardown:
+  def __del__(self):
+    print('teardown ran', flush=True)
+
+TEARDOWN = Teardown()
+atexit.register(lambda: print('exit handler ran'))
+
+def main(argv):
+  print('main ran')
+  what = argv[1]
+  if what == 'message':
+    raise SystemExit('one line for the user')
+  return None if what == 'none' else int(what)
+
+runtime.run_app(main)
+'''
+
+
+class RunAppTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ('zero', '0', 0), ('none', 'none', 0), ('three', '3', 3),
+      ('message', 'message', 1))
+  def test_exit_status_handlers_output_and_no_teardown(self, what, code):
+    proc = subprocess.run([sys.executable, '-c', _SCRIPT, what], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    self.assertEqual(proc.returncode, code, proc.stderr)
+    self.assertIn('main ran', proc.stdout)
+    self.assertIn('exit handler ran', proc.stdout)
+    self.assertNotIn('teardown ran', proc.stdout)
+    if what == 'message':
+      self.assertIn('one line for the user', proc.stderr)
+
+  def test_exit_code_as_the_interpreter_computes_it(self):
+    self.assertEqual(runtime.exit_code(None), 0)
+    self.assertEqual(runtime.exit_code(2), 2)
+    self.assertEqual(runtime.exit_code(256 + 3), 3)
+
+  def test_every_binary_that_installs_the_runtime_exits_through_run_app(self):
+    # Binaries that start TFF at import (runtime.install at the top) end in
+    # run_app, whose exit skips the teardown that once segfaulted.
+    missing = []
+    for folder in ('experiments', 'benchmarks'):
+      for path in sorted((ROOT / folder).glob('*.py')):
+        text = path.read_text()
+        if '\nruntime.install(' in text and 'runtime.run_app(main)' not in text:
+          missing.append(str(path.relative_to(ROOT)))
+    self.assertEmpty(missing)
+
+
+if __name__ == '__main__':
+  absltest.main()
