@@ -80,3 +80,21 @@ def check_name(value: Any, name: str) -> str:
                      f'"/", not "." or ".."), so the run stays inside '
                      f'--root_output_dir.')
   return value
+
+
+def check_dp_arguments(*, noise_multiplier, clip_norm, clients_per_round):
+  """Checks DP-FTRL's arguments; names the flags in the errors (pure
+  Python: the accountant validates a configuration without TensorFlow)."""
+  if noise_multiplier is None or not isinstance(
+      noise_multiplier, (int, float)) or not math.isfinite(noise_multiplier):
+    raise ValueError(f'--noise_multiplier must be a finite number >= 0, got '
+                     f'{noise_multiplier}.')
+  if noise_multiplier < 0:
+    raise ValueError(f'--noise_multiplier must be >= 0, got '
+                     f'{noise_multiplier}.')
+  if clip_norm is None or not isinstance(
+      clip_norm, (int, float)) or not math.isfinite(clip_norm) or (
+          clip_norm <= 0):
+    raise ValueError(f'--clip_norm must be a finite number > 0, got '
+                     f'{clip_norm}.')
+  check_int(clients_per_round, '--clients_per_round', minimum=1)

@@ -108,7 +108,7 @@ def _refused_spellings():
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  console.quiet_libraries(import_tensorflow=False)   # The optimizer's logs.
+  console.quiet_libraries()   # The optimizer's logs.
   try:
     _refused_spellings()
     report = planned_privacy.build_report(

@@ -59,6 +59,37 @@ class ImportTest(absltest.TestCase):
         second, "{'worker': True, 'fast_serialization': True} True True")
 
 
+  def test_binaries_without_training_do_not_load_tensorflow(self):
+    # Accounting, planning and the launchers of training subprocesses run
+    # in a fraction of a second without TensorFlow (its import is about
+    # 2.5 s, TFF's 4 s). Until 2026-11-26 every binary imported it to quiet
+    # its logs, and the accountant imported TFF to validate z.
+    cases = (
+        ('privacy_accountant', '--rounds=930', '--noise_multiplier=7',
+         '--min_separation=212', '--max_participation=4'),
+        ('privacy_accountant', '--rounds=100', '--noise_multiplier=1',
+         '--population=10000', '--report_goal=100',
+         '--aggregator=dp_ftrl_adaptive'),
+        ('plan_launch', '--population=20000', '--rounds=60',
+         '--report_goals=6500', '--timer_hours=24', '--target_epsilon=10'),
+        ('reproduce_tables',),
+        ('reproduce_exposure', '--canary_phrases=0'),
+        ('sweep', '--axis=client_lr=1,1'),
+        ('noise_sweep', '--noise_multipliers=-1'),
+    )
+    script = ('import atexit, runpy, sys\n'
+              'atexit.register(lambda: print("LOADED", "tensorflow" in '
+              'sys.modules, file=sys.stderr))\n'
+              'sys.argv = sys.argv[1:]\n'
+              'runpy.run_module("experiments." + sys.argv[0], '
+              'run_name="__main__")\n')
+    for case in cases:
+      proc = subprocess.run([sys.executable, '-c', script, *case],
+                            cwd=fixtures.ROOT, capture_output=True,
+                            text=True, timeout=120)
+      self.assertIn('LOADED False', proc.stderr,
+                    f'{case}: {fixtures.stderr_tail(proc.stderr)}')
+
   def test_no_binary_or_library_module_imports_a_binary(self):
     # Binaries are thin (flags to library calls): the library and the other
     # binaries never import one.

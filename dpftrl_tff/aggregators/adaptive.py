@@ -27,36 +27,8 @@ from typing import Optional
 
 import tensorflow_federated as tff
 
-from dpftrl_tff import checks
 from dpftrl_tff.accounting import adaptive as adaptive_accounting
 from dpftrl_tff.aggregators import dp_ftrl
-
-
-def validate_adaptive_arguments(*, noise_multiplier, clients_per_round,
-                                initial_clip_norm, target_unclipped_quantile,
-                                clip_learning_rate, clipped_count_stddev,
-                                restart_warmup, restart_frequency):
-  """Checks the arguments; errors name the flags. Returns sigma_b."""
-  z = checks.check_float(noise_multiplier, '--noise_multiplier', minimum=0.0)
-  m = checks.check_int(clients_per_round, '--clients_per_round', minimum=1)
-  checks.check_positive(initial_clip_norm, '--initial_clip_norm')
-  checks.check_probability(target_unclipped_quantile,
-                           '--target_unclipped_quantile')
-  checks.check_float(clip_learning_rate, '--clip_learning_rate', minimum=0.0)
-  if clipped_count_stddev is None:
-    clipped_count_stddev = adaptive_accounting.default_clipped_count_stddev(m)
-  sigma_b = checks.check_float(clipped_count_stddev, '--clipped_count_stddev',
-                               minimum=0.0)
-  frequency = checks.check_int(restart_frequency, '--restart_frequency',
-                               minimum=2)
-  checks.check_int(restart_warmup, '--restart_warmup', minimum=1,
-                   maximum=frequency - 1)
-  if z > 0:
-    try:
-      adaptive_accounting.value_noise_multiplier(z, sigma_b)
-    except ValueError as e:
-      raise ValueError(f'--clipped_count_stddev: {e}') from None
-  return sigma_b
 
 
 def build_dp_ftrl_adaptive_factory(*, noise_multiplier: float,
@@ -84,7 +56,7 @@ def build_dp_ftrl_adaptive_factory(*, noise_multiplier: float,
     noise_seed: None (default) for unpredictable noise from the operating
       system's entropy; an int fixes it (tests only; a warning is logged).
   """
-  # Checked where the settings entered (`validate_adaptive_arguments`, run
+  # Checked where the settings entered (`registry.check_adaptive_arguments`, run
   # by config.TrainConfig); asserted here.
   dp_ftrl.assert_dp_arguments(noise_multiplier=noise_multiplier,
                               clip_norm=initial_clip_norm,

@@ -27,28 +27,10 @@ from typing import Optional
 import tensorflow_federated as tff
 import tensorflow_privacy as tfp
 
-from dpftrl_tff import checks
 from dpftrl_tff.aggregators import fused_clip
 
-def validate_dp_arguments(*, noise_multiplier, clip_norm, clients_per_round):
-  """Checks DP arguments; names the flags in the errors."""
-  if noise_multiplier is None or not isinstance(
-      noise_multiplier, (int, float)) or not math.isfinite(noise_multiplier):
-    raise ValueError(f'--noise_multiplier must be a finite number >= 0, got '
-                     f'{noise_multiplier}.')
-  if noise_multiplier < 0:
-    raise ValueError(f'--noise_multiplier must be >= 0, got '
-                     f'{noise_multiplier}.')
-  if clip_norm is None or not isinstance(
-      clip_norm, (int, float)) or not math.isfinite(clip_norm) or (
-          clip_norm <= 0):
-    raise ValueError(f'--clip_norm must be a finite number > 0, got '
-                     f'{clip_norm}.')
-  checks.check_int(clients_per_round, '--clients_per_round', minimum=1)
-
-
 def assert_dp_arguments(*, noise_multiplier, clip_norm, clients_per_round):
-  """Asserts what `validate_dp_arguments` checked where the settings entered
+  """Asserts what `checks.check_dp_arguments` checked where the settings entered
   (`config.TrainConfig`, the binaries): the factories below do not check
   again."""
   assert math.isfinite(noise_multiplier) and noise_multiplier >= 0, (

@@ -164,10 +164,9 @@ def _secagg_inner_and_noise(config, record_specs):
 
 
 def _check_fixed_clip_dp(config):
-  from dpftrl_tff.aggregators import dp_ftrl  # pylint: disable=g-import-not-at-top
-  dp_ftrl.validate_dp_arguments(noise_multiplier=config.noise_multiplier,
-                                clip_norm=config.clip_norm,
-                                clients_per_round=config.clients_per_round)
+  checks.check_dp_arguments(noise_multiplier=config.noise_multiplier,
+                            clip_norm=config.clip_norm,
+                            clients_per_round=config.clients_per_round)
 
 
 # ---- none: plain FedAvg mean.
@@ -231,9 +230,39 @@ _register(Mechanism(
 # ---- dp_ftrl_adaptive: Algorithm 1.
 
 
+def check_adaptive_arguments(*, noise_multiplier, clients_per_round,
+                                initial_clip_norm, target_unclipped_quantile,
+                                clip_learning_rate, clipped_count_stddev,
+                                restart_warmup, restart_frequency):
+  """Checks Algorithm 1's arguments; errors name the flags. Returns sigma_b.
+
+  Pure Python (the accountant validates without TensorFlow).
+  """
+  z = checks.check_float(noise_multiplier, '--noise_multiplier', minimum=0.0)
+  m = checks.check_int(clients_per_round, '--clients_per_round', minimum=1)
+  checks.check_positive(initial_clip_norm, '--initial_clip_norm')
+  checks.check_probability(target_unclipped_quantile,
+                           '--target_unclipped_quantile')
+  checks.check_float(clip_learning_rate, '--clip_learning_rate', minimum=0.0)
+  if clipped_count_stddev is None:
+    clipped_count_stddev = accounting.default_clipped_count_stddev(m)
+  sigma_b = checks.check_float(clipped_count_stddev, '--clipped_count_stddev',
+                               minimum=0.0)
+  frequency = checks.check_int(restart_frequency, '--restart_frequency',
+                               minimum=2)
+  checks.check_int(restart_warmup, '--restart_warmup', minimum=1,
+                   maximum=frequency - 1)
+  if z > 0:
+    try:
+      accounting.value_noise_multiplier(z, sigma_b)
+    except ValueError as e:
+      raise ValueError(f'--clipped_count_stddev: {e}') from None
+  return sigma_b
+
+
+
 def _adaptive_validate(config):
-  from dpftrl_tff.aggregators import adaptive  # pylint: disable=g-import-not-at-top
-  adaptive.validate_adaptive_arguments(
+  check_adaptive_arguments(
       noise_multiplier=config.noise_multiplier,
       clients_per_round=config.clients_per_round,
       **config.adaptive_arguments())
