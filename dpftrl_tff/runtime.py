@@ -16,6 +16,7 @@ import gc
 import os
 import signal
 import sys
+import threading
 import time
 from typing import Any, Callable, List, Optional
 
@@ -212,6 +213,60 @@ def _on_signal(signum, frame):
   os.kill(os.getpid(), signum)
 
 
+# How long the main thread has to act on SIGTERM or SIGINT before
+# `_watch_signals` stops the workers and ends the process itself.
+SIGNAL_GRACE_SECONDS = 10.0
+
+
+def _force_exit(signum: int):
+  """SIGTERM or SIGINT came `SIGNAL_GRACE_SECONDS` ago and the process still
+  runs: stop the workers and exit with 128 + signum, from this thread."""
+  time.sleep(SIGNAL_GRACE_SECONDS)
+  note = stop_note()
+  print(f'error: stopped by signal {signal.Signals(signum).name}, which the '
+        f'main thread did not act on within {SIGNAL_GRACE_SECONDS:g} s'
+        + (f'; {note}' if note else '') + '.', file=sys.stderr, flush=True)
+  shutdown_workers()
+  os._exit(128 + signum)  # pylint: disable=protected-access
+
+
+def _watch_signals(read_fd: int):
+  """Makes SIGTERM and SIGINT end the process even if their Python handler
+  never runs.
+
+  Python runs signal handlers in the main thread only, between bytecodes.
+  A TFF binary's main thread waits on a lock for TFF's event loop thread
+  (`Future.result`); a signal that the kernel hands to another thread (TF's
+  and gRPC's threads do not block signals) sets the handler's flag but does
+  not wake that wait, so the handler runs only when the TFF call returns:
+  never, if it waits for a worker that died. Seen on 2026-11-26: a training
+  binary sent SIGTERM while its worker started was still running half an
+  hour later, main thread in `initial_state`, its worker dead. Python's C
+  handler also writes the signal's number to the wakeup fd, from whatever
+  thread: this thread reads it and, if the process is still alive
+  SIGNAL_GRACE_SECONDS later, ends it (`_force_exit`).
+  """
+  while True:
+    try:
+      data = os.read(read_fd, 64)
+    except OSError:
+      return
+    if not data:
+      return
+    for signum in data:
+      if signum in (signal.SIGTERM, signal.SIGINT):
+        threading.Thread(target=_force_exit, args=(signum,), daemon=True,
+                         name='signal-grace').start()
+
+
+def _start_signal_watch():
+  read_fd, write_fd = os.pipe()
+  os.set_blocking(write_fd, False)
+  signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+  threading.Thread(target=_watch_signals, args=(read_fd,), daemon=True,
+                   name='signal-watch').start()
+
+
 # glibc mallopt parameters and the values `configure_allocator` sets.
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -315,7 +370,9 @@ def install(malloc_arenas: Optional[int] = None):
   read at import): it sets TF_CPP_MIN_LOG_LEVEL=3 unless set (or unless
   the command line asks for --verbosity, see `console`), configures the
   allocator (`configure_allocator`), and registers `shutdown_workers` at
-  exit, on SIGTERM and SIGINT. Importing this module changes nothing.
+  exit, on SIGTERM and SIGINT (ended within SIGNAL_GRACE_SECONDS even when
+  the main thread is stuck: `_watch_signals`). Importing this module
+  changes nothing.
   """
   global _installed
   if _installed:
@@ -337,3 +394,4 @@ def install(malloc_arenas: Optional[int] = None):
     else:
       raise KeyboardInterrupt
   signal.signal(signal.SIGINT, _sigint)
+  _start_signal_watch()

@@ -2,6 +2,7 @@
 and no interpreter teardown; every binary that loads TFF exits through it."""
 
 import pathlib
+import signal
 import subprocess
 import sys
 
@@ -36,6 +37,47 @@ def main(argv):
 
 runtime.run_app(main)
 '''
+
+
+# A binary whose main thread waits on a lock (as TFF binaries wait for TFF's
+# event loop) when SIGTERM is delivered to argv[1]: 'main' (the main thread:
+# Python's handler runs at once) or 'other' (another thread: the handler
+# cannot run until the wait ends, which it never does here).
+_STUCK_SCRIPT = r'''
+import signal, sys, threading, time
+from dpftrl_tff import runtime
+runtime.SIGNAL_GRACE_SECONDS = 1.0
+runtime.install()
+target = sys.argv[1]
+main_id = threading.main_thread().ident
+
+def send():
+  time.sleep(0.5)
+  signal.pthread_kill(main_id if target == 'main' else threading.get_ident(),
+                      signal.SIGTERM)
+  time.sleep(60)
+
+threading.Thread(target=send, daemon=True).start()
+lock = threading.Lock()
+lock.acquire()
+lock.acquire()   # Forever, unless a signal ends the process.
+'''
+
+
+class SignalTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ('main_thread', 'main', -signal.SIGTERM, ''),
+      ('other_thread', 'other', 128 + signal.SIGTERM,
+       'stopped by signal SIGTERM, which the main thread did not act on '
+       'within 1 s'))
+  def test_sigterm_ends_a_process_whose_main_thread_is_stuck(
+      self, target, code, message):
+    proc = subprocess.run([sys.executable, '-c', _STUCK_SCRIPT, target],
+                          cwd=ROOT, capture_output=True, text=True,
+                          timeout=30)
+    self.assertEqual(proc.returncode, code, proc.stderr)
+    self.assertIn(message, proc.stderr)
 
 
 class RunAppTest(parameterized.TestCase):
