@@ -361,7 +361,8 @@ def default_enum_values() -> Dict[str, Any]:
 
 def define_flags(flag_values=None, config_class=TrainConfig, *,
                  enum_values: Optional[Dict[str, Any]] = None,
-                 only: Optional[Sequence[str]] = None):
+                 only: Optional[Sequence[str]] = None,
+                 defaults: Optional[Dict[str, Any]] = None):
   """Defines one absl flag per config field; returns {name: FlagHolder}.
 
   Args:
@@ -371,6 +372,8 @@ def define_flags(flag_values=None, config_class=TrainConfig, *,
       flag_type='enum' (default: `default_enum_values()`).
     only: define flags for these fields only (the others keep their
       defaults in `from_flags`).
+    defaults: other defaults by field, for a binary where the setting means
+      something else when unset (the accountant: None, "not given").
   """
   flag_values = flags.FLAGS if flag_values is None else flag_values
   if enum_values is None:
@@ -380,10 +383,11 @@ def define_flags(flag_values=None, config_class=TrainConfig, *,
     if only is not None and field.name not in only:
       continue
     help_text = field.metadata.get('help', field.name)
-    args = (field.name, field.default, help_text)
+    default = (defaults or {}).get(field.name, field.default)
+    args = (field.name, default, help_text)
     kind = field.metadata.get('flag_type')
     if kind == 'enum':
-      holder = flags.DEFINE_enum(field.name, field.default,
+      holder = flags.DEFINE_enum(field.name, default,
                                  list(enum_values[field.name]), help_text,
                                  flag_values=flag_values)
     elif field.type is bool:

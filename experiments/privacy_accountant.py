@@ -39,10 +39,6 @@ from dpftrl_tff import run_directory
 from dpftrl_tff import strict_json
 
 _ROUNDS = flags.DEFINE_integer('rounds', None, 'Total training rounds T.')
-_NOISE = flags.DEFINE_float(
-    'noise_multiplier', None,
-    'Noise multiplier z (tree noise std = z * clip norm). With adaptive '
-    'clipping, the equivalent z of Theorem 1.')
 _MAXP = flags.DEFINE_integer(
     'max_participation', None,
     'MaxP: most participations of one client. Default: the worst case '
@@ -65,23 +61,22 @@ _RESTARTS = flags.DEFINE_string(
     '"paper" for 128 + 1024 i, or "periodic:WARMUP:FREQUENCY". With '
     'dp_ftrl: a fixed-clip tree restarted there; with dp_ftrl_adaptive: '
     'instead of --restart_warmup and --restart_frequency.')
-# The mechanism and its restarts, as the training binary declares them.
+# The mechanism, its noise, clip, SecAgg scale and restarts, as the
+# training binary declares them; z, C and s unset mean "not given" here.
 _CONFIG = config_lib.define_flags(
-    only=('aggregator', 'restart_warmup', 'restart_frequency',
-          'clipped_count_stddev', 'blt_params', 'blt_num_buffers',
-          'blt_error'))
+    only=('aggregator', 'noise_multiplier', 'clip_norm', 'secagg_scale',
+          'restart_warmup', 'restart_frequency', 'clipped_count_stddev',
+          'blt_params', 'blt_num_buffers', 'blt_error'),
+    defaults=dict(noise_multiplier=None, clip_norm=None, secagg_scale=None))
+flags.adopt_module_key_flags(config_lib)   # Listed by --helpshort too.
 # Earlier spellings, refused with the new one (`_refused_spellings`).
 _MECHANISM = flags.DEFINE_string(
     'mechanism', None, 'Refused: --aggregator=dp_ftrl (tree) or '
     '--aggregator=dp_ftrl_blt (blt).')
 _ADAPTIVE = flags.DEFINE_bool(
     'adaptive_clipping', None, 'Refused: --aggregator=dp_ftrl_adaptive.')
-_SECAGG_SCALE = flags.DEFINE_float('secagg_scale', None,
-                                   'SecAgg scale s (with --model_dim, '
-                                   '--clip_norm).')
 _MODEL_DIM = flags.DEFINE_integer('model_dim', None,
                                   'Number of model parameters d (SecAgg).')
-_CLIP = flags.DEFINE_float('clip_norm', None, 'l2 clip norm C (SecAgg).')
 _JSON = flags.DEFINE_bool('json', False, 'Print one JSON object.')
 _REPORT = flags.DEFINE_string(
     'privacy_report', None,
@@ -111,19 +106,13 @@ def main(argv):
   console.quiet_libraries()   # The optimizer's logs.
   try:
     _refused_spellings()
+    config = {name: holder.value for name, holder in _CONFIG.items()}
     report = planned_privacy.build_report(
-        rounds=_ROUNDS.value, noise_multiplier=_NOISE.value,
-        max_participation=_MAXP.value, min_separation=_MINS.value,
-        population=_POPULATION.value, report_goal=_REPORT_GOAL.value,
-        delta=_DELTA.value, restart_rounds=_RESTARTS.value,
-        clipped_count_stddev=_CONFIG['clipped_count_stddev'].value,
-        secagg_scale=_SECAGG_SCALE.value, model_dim=_MODEL_DIM.value,
-        clip_norm=_CLIP.value, aggregator=_CONFIG['aggregator'].value,
-        restart_warmup=_CONFIG['restart_warmup'].value,
-        restart_frequency=_CONFIG['restart_frequency'].value,
-        blt_params=_CONFIG['blt_params'].value,
-        blt_num_buffers=_CONFIG['blt_num_buffers'].value,
-        blt_error=_CONFIG['blt_error'].value)
+        rounds=_ROUNDS.value, max_participation=_MAXP.value,
+        min_separation=_MINS.value, population=_POPULATION.value,
+        report_goal=_REPORT_GOAL.value, delta=_DELTA.value,
+        restart_rounds=_RESTARTS.value, model_dim=_MODEL_DIM.value,
+        **config)
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
