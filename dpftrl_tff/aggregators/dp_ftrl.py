@@ -30,9 +30,9 @@ import tensorflow_privacy as tfp
 from dpftrl_tff.aggregators import fused_clip
 
 def assert_dp_arguments(*, noise_multiplier, clip_norm, clients_per_round):
-  """Asserts what `checks.check_dp_arguments` checked where the settings entered
-  (`config.TrainConfig`, the binaries): the factories below do not check
-  again."""
+  """Asserts what `checks.check_dp_arguments` checked where the settings
+  entered (`config.TrainConfig`, the binaries): the factories below do not
+  check again."""
   assert math.isfinite(noise_multiplier) and noise_multiplier >= 0, (
       noise_multiplier)
   assert math.isfinite(clip_norm) and clip_norm > 0, clip_norm

@@ -231,9 +231,9 @@ _register(Mechanism(
 
 
 def check_adaptive_arguments(*, noise_multiplier, clients_per_round,
-                                initial_clip_norm, target_unclipped_quantile,
-                                clip_learning_rate, clipped_count_stddev,
-                                restart_warmup, restart_frequency):
+                             initial_clip_norm, target_unclipped_quantile,
+                             clip_learning_rate, clipped_count_stddev,
+                             restart_warmup, restart_frequency):
   """Checks Algorithm 1's arguments; errors name the flags. Returns sigma_b.
 
   Pure Python (the accountant validates without TensorFlow).
@@ -258,7 +258,6 @@ def check_adaptive_arguments(*, noise_multiplier, clients_per_round,
     except ValueError as e:
       raise ValueError(f'--clipped_count_stddev: {e}') from None
   return sigma_b
-
 
 
 def _adaptive_validate(config):
