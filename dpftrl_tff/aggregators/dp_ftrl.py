@@ -20,6 +20,7 @@ clipped copies held at once); with another record aggregation (SecAgg) each
 client clips on its device, through TFF's factory.
 """
 
+import hashlib
 import math
 import secrets
 from typing import Optional
@@ -54,6 +55,21 @@ def resolve_noise_seed(noise_seed: Optional[int]) -> int:
     return secrets.randbits(62)
   assert isinstance(noise_seed, int) and noise_seed >= 0, noise_seed
   return noise_seed
+
+
+def derived_noise_seed(noise_seed: int, stream: str) -> int:
+  """A second fixed seed derived from a given `--noise_seed` for `stream`.
+
+  For a mechanism with more than one noise generator (adaptive clipping's
+  count tree beside its value tree): 62 bits of SHA-256 of the stream name
+  and the seed, so that a fixed --noise_seed fixes all of a run's noise while
+  no two generators share a seed (shared seeds would correlate their noise).
+  Without --noise_seed every generator draws its own seed from the operating
+  system (`resolve_noise_seed(None)`) instead.
+  """
+  assert isinstance(noise_seed, int) and noise_seed >= 0, noise_seed
+  digest = hashlib.sha256(f'{stream}:{noise_seed}'.encode()).digest()
+  return int.from_bytes(digest[:8], 'big') >> 2
 
 
 def build_dp_ftrl_factory(*, noise_multiplier: float, clients_per_round: int,
