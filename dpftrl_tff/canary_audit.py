@@ -209,8 +209,11 @@ class Audit:
   accounted: Optional[Dict[str, Any]]
 
 
-def write_outputs(audit: Audit, output_dir: str, *, clipping: str):
-  """audit.json, empirical_privacy.png and privacy_report.md."""
+def write_outputs(audit: Audit, output_dir: str, *, clipping: str,
+                  fixed_noise_seed: Optional[int] = None):
+  """audit.json, empirical_privacy.png and privacy_report.md (which states
+  no guarantee when `fixed_noise_seed`, the audit's --noise_seed, fixed the
+  noise)."""
   os.makedirs(output_dir, exist_ok=True)
   r = audit.result
   strict_json.write(os.path.join(output_dir, 'audit.json'), r)
@@ -238,4 +241,4 @@ def write_outputs(audit: Audit, output_dir: str, *, clipping: str):
           released=(f'the {r["rounds"]} aggregated updates of random '
                     f'client vectors of dimension {r["dimension"]} (no '
                     'model is trained).'),
-          empirical=r))
+          empirical=r, fixed_noise_seed=fixed_noise_seed))

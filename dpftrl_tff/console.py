@@ -19,6 +19,7 @@ from absl import flags
 from absl import logging
 
 from dpftrl_tff import divergence
+from dpftrl_tff import privacy_report
 from dpftrl_tff import runtime
 
 
@@ -151,7 +152,15 @@ def summary_text(summary: Dict[str, Any]) -> str:
         f'{number(summary.get("unigram_baseline_accuracy"))}')
   lines += _explosion_lines(summary.get('training_loss_explosion'))
   privacy = summary.get('privacy')
-  if privacy is None:
+  hypothetical = summary.get(privacy_report.UNPREDICTABLE_NOISE_KEY)
+  if hypothetical:
+    lines.append(
+        f'Privacy: NONE. --noise_seed={hypothetical["noise_seed"]} fixed the '
+        f'DP noise, so anyone with the seed can remove it. With '
+        f'unpredictable noise the same run would have had rho-zCDP '
+        f'{hypothetical["zcdp"]:.4g}, epsilon {hypothetical["epsilon"]:.3f} '
+        f'at delta {hypothetical["delta"]:g} (not this run\'s guarantee).')
+  elif privacy is None:
     lines.append('Privacy: none (--aggregator=none or --noise_multiplier=0).')
   else:
     min_sep = privacy['observed_min_separation']
@@ -182,7 +191,8 @@ def summary_text(summary: Dict[str, Any]) -> str:
           f'MinS {launch["min_separation"]}, worst-case MaxP '
           f'{launch["max_participation"]}): rho-zCDP {launch["zcdp"]:.4g}, '
           f'epsilon {launch["epsilon"]:.3f} at delta {launch["delta"]:g}')
-  lines += empirical_privacy_lines(summary.get('empirical_privacy'))
+  lines += empirical_privacy_lines(summary.get('empirical_privacy'),
+                                   bool(hypothetical))
   if summary.get('exposure'):
     lines += exposure_lines(summary['exposure'])
   return '\n'.join(lines)
@@ -197,9 +207,11 @@ def _estimate_text(block: Dict[str, Any]) -> str:
   return number(value, '.3f')
 
 
-def empirical_privacy_lines(empirical: Optional[Dict[str, Any]]
-                            ) -> List[str]:
-  """The canary estimates of a run (--canaries), labelled as estimates."""
+def empirical_privacy_lines(empirical: Optional[Dict[str, Any]],
+                            fixed_noise_seed: bool = False) -> List[str]:
+  """The canary estimates of a run (--canaries), labelled as estimates;
+  beside them the accounted epsilon, labelled as no bound of this run when
+  --noise_seed fixed its noise."""
   if not empirical:
     return []
   if 'not_estimated' in empirical:
@@ -218,7 +230,9 @@ def empirical_privacy_lines(empirical: Optional[Dict[str, Any]]
           f'{block["unseen_canaries"]} unseen canaries at delta '
           f'{block["delta"]:g}')
   accounted = empirical.get('accounted_epsilon')
-  lines.append('  accounted epsilon (the proven bound): '
+  lines.append('  accounted epsilon ('
+               + ('the bound had the noise been unpredictable; this run has '
+                  'none' if fixed_noise_seed else 'the proven bound') + '): '
                + ('none (no DP)' if accounted is None
                   else number(accounted, '.3f')))
   return lines

@@ -19,6 +19,12 @@ from typing import Any, Dict, List, Optional
 
 FILE_NAME = 'privacy_report.md'
 
+# summary.json's key for the figures of a run whose --noise_seed fixed its
+# noise: what the same run with unpredictable noise would have had. Such a
+# run has no guarantee (its `privacy` is null): anyone with the seed can
+# regenerate and remove the noise.
+UNPREDICTABLE_NOISE_KEY = 'privacy_had_noise_been_unpredictable'
+
 # Labels of the "Accounted figures" table, in order: (label, key, format).
 FIGURES = (
     ('rounds T', 'rounds', 'd'),
@@ -112,7 +118,8 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
            participation: str, clipping: str, released: str,
            kind: str = 'run',
            launch_equivalent: Optional[Dict[str, Any]] = None,
-           empirical: Optional[Dict[str, Any]] = None) -> str:
+           empirical: Optional[Dict[str, Any]] = None,
+           fixed_noise_seed: Optional[int] = None) -> str:
   """The report as Markdown.
 
   Args:
@@ -127,6 +134,9 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
       the run's guarantee), or None.
     empirical: the canary estimate (`empirical_privacy` of summary.json),
       or None.
+    fixed_noise_seed: the run's --noise_seed, when it fixed the noise: the
+      report then states no guarantee and labels `privacy` as what the same
+      run with unpredictable noise would have had.
   """
   lines = [f'# Privacy report: {subject}', '']
   if privacy is None:
@@ -135,9 +145,18 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
         '(noise multiplier 0 or a non-DP aggregator). Nothing below the '
         'data\'s own sensitivity protects its clients.', '']
     return '\n'.join(lines)
+  if fixed_noise_seed is not None:
+    lines += [
+        f'**No differential privacy guarantee.** --noise_seed='
+        f'{fixed_noise_seed} fixed this run\'s DP noise: anyone who knows '
+        'the seed can regenerate the noise and remove it. Runs with a fixed '
+        'noise seed are for tests and debugging. The figures below are what '
+        'the same run would have had with unpredictable noise (the default); '
+        'they are not this run\'s guarantee.', '']
   lines += _setting_lines(kind, released)
   lines += _mechanism_lines(privacy, clipping)
-  lines += _accounting_lines(privacy, participation, kind)
+  lines += _accounting_lines(privacy, participation, kind,
+                             fixed_noise_seed is not None)
   if launch_equivalent:
     lines += _launch_equivalent_lines(launch_equivalent)
   lines += ['', '## 5. Empirical privacy', '']
@@ -184,7 +203,8 @@ def _setting_lines(kind: str, released: str) -> List[str]:
 
 
 def _accounting_lines(privacy: Dict[str, Any], participation: str,
-                      kind: str) -> List[str]:
+                      kind: str, fixed_noise_seed: bool = False
+                      ) -> List[str]:
   """Section 4: the accounting, its figures and the formal statement."""
   eps = number(privacy['epsilon'], '.6g')
   rho = number(privacy['zcdp'], '.6g')
@@ -201,9 +221,17 @@ def _accounting_lines(privacy: Dict[str, Any], participation: str,
       'closed form rho + 2 sqrt(rho log(1/delta)) beside it is looser.',
       f'- Assumptions: {participation}',
       '',
-      '### Accounted figures', '',
+      '### Accounted figures' + (
+          ' (had the noise been unpredictable; NOT this run\'s)'
+          if fixed_noise_seed else ''), '',
   ]
   lines += figures_table(privacy)
+  if fixed_noise_seed:
+    return lines + [
+        '', '### Formal statement', '',
+        'None: the noise was fixed by --noise_seed (see the top of this '
+        'report). With unpredictable noise, the figures above would have '
+        'been this run\'s guarantee.']
   return lines + [
       '', '### Formal statement', '',
       f'Every model released by this {kind} satisfies {rho}-zCDP, hence ({eps}, {delta})-DP, at the device '
@@ -311,9 +339,11 @@ def clipping_text(config) -> str:
 
 def for_run(summary: Dict[str, Any], config, run_path: str) -> str:
   """The report of a finished (or stopped) training run."""
-  privacy = summary.get('privacy')
+  hypothetical = summary.get(UNPREDICTABLE_NOISE_KEY)
+  privacy = summary.get('privacy') or hypothetical
   return render(
       privacy, subject=f'run {run_path}',
+      fixed_noise_seed=hypothetical['noise_seed'] if hypothetical else None,
       participation=(participation_text(summary, privacy)
                      if privacy else ''),
       clipping=clipping_text(config),

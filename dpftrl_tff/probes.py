@@ -19,6 +19,7 @@ from dpftrl_tff import accounting
 from dpftrl_tff import canaries as canaries_lib
 from dpftrl_tff import data
 from dpftrl_tff import exposure
+from dpftrl_tff import run_privacy
 from dpftrl_tff.aggregators import registry
 
 
@@ -116,7 +117,7 @@ class Probes:
       final_model: () -> the Keras model holding theta_T (called only for
         the phrases).
     """
-    privacy = summary.get('privacy')
+    privacy = run_privacy.accounted(summary)
     if self._canaries:
       indices = list(self._canaries.canaries.client_indices)
       summary['empirical_privacy'] = self._canaries.finish(

@@ -8,9 +8,30 @@ from typing import Dict, Optional
 from dpftrl_tff import accounting
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import participation
+from dpftrl_tff import privacy_report
 from dpftrl_tff.aggregators import registry
 
 TrainConfig = config_lib.TrainConfig
+
+UNPREDICTABLE_NOISE_KEY = privacy_report.UNPREDICTABLE_NOISE_KEY
+
+
+def split_by_noise_seed(config: TrainConfig, figures: Optional[Dict]
+                        ) -> Dict[str, Optional[Dict]]:
+  """summary.json's privacy entries of a run: {'privacy': figures} when its
+  noise was unpredictable; with a fixed --noise_seed {'privacy': None,
+  UNPREDICTABLE_NOISE_KEY: figures with the seed}, never the run's own."""
+  if config.noise_seed is None or figures is None:
+    return {'privacy': figures}
+  return {'privacy': None,
+          UNPREDICTABLE_NOISE_KEY: dict(figures, noise_seed=config.noise_seed)}
+
+
+def accounted(summary: Dict) -> Optional[Dict]:
+  """The accountant's figures of a run's summary: its guarantee, or, for a
+  run with a fixed --noise_seed, the labelled figures it would have had
+  (for what compares against the accounting, such as the canary audit)."""
+  return summary.get('privacy') or summary.get(UNPREDICTABLE_NOISE_KEY)
 
 
 def privacy_dict(report, **extra):

@@ -398,8 +398,9 @@ def _finish(config, run_dir, run: _Run, state, *, recorder, log, sampler,
                  final_eval=recorder.last_eval,
                  training_loss_explosion=recorder.explosion(),
                  unigram_baseline_accuracy=run.evaluator.unigram_baseline(),
-                 privacy=run_privacy.privacy_spent(config, end_round, log,
-                                                   sampler),
+                 **run_privacy.split_by_noise_seed(
+                     config, run_privacy.privacy_spent(config, end_round,
+                                                       log, sampler)),
                  participation=dict(
                      sampler.describe(),
                      observed_max_participation=log.max_participation,

@@ -99,7 +99,8 @@ def run():
   if _OUTPUT_DIR.value:
     canary_audit.write_outputs(
         audit, _OUTPUT_DIR.value,
-        clipping=privacy_report.clipping_text(config))
+        clipping=privacy_report.clipping_text(config),
+        fixed_noise_seed=config.noise_seed)
   if _JSON.value:
     print(strict_json.dumps(result, sort_keys=True))
     return
@@ -114,7 +115,10 @@ def run():
         f'{100 * result["confidence"]:.0f}% interval '
         f'[{console.number(lo, ".4g")}, {console.number(hi, ".4g")}] at '
         f'delta {result["delta"]:g}')
-  print('Accounted epsilon (upper bound, observed MaxP '
+  bound = ('upper bound' if config.noise_seed is None else
+           'NOT a bound of this audit, whose --noise_seed fixed the noise: '
+           'the bound had it been unpredictable')
+  print(f'Accounted epsilon ({bound}; observed MaxP '
         f'{result["observed_max_participation"]}, MinS '
         f'{result["observed_min_separation"]}): '
         + ('none (no DP noise)' if result['accounted_epsilon'] is None

@@ -16,6 +16,7 @@ from dpftrl_tff import data
 from dpftrl_tff import exposure
 from dpftrl_tff import learning_process
 from dpftrl_tff import privacy_report
+from dpftrl_tff import run_privacy
 from dpftrl_tff import strict_json
 from dpftrl_tff.aggregators import dp_ftrl
 from tests import fixtures
@@ -145,7 +146,7 @@ class CanaryTrainingTest(absltest.TestCase):
     self.assertEqual(saved['empirical_privacy'],
                      strict_json.sanitize(empirical))
     self.assertEqual(empirical['accounted_epsilon'],
-                     summary['privacy']['epsilon'])
+                     run_privacy.accounted(summary)['epsilon'])
     self.assertEqual(empirical['unseen_canaries'], 100)
     self.assertIn('all_iterates', empirical)
     self.assertIn('One-shot empirical estimate', report)
@@ -153,8 +154,9 @@ class CanaryTrainingTest(absltest.TestCase):
     text = console.summary_text(summary)
     self.assertIn('Empirical privacy, final model (canary estimate, not a '
                   'bound)', text)
-    self.assertIn('accounted epsilon (the proven bound): '
-                  f'{summary["privacy"]["epsilon"]:.3f}', text)
+    self.assertIn('accounted epsilon (the bound had the noise been '
+                  'unpredictable; this run has none): '
+                  f'{run_privacy.accounted(summary)["epsilon"]:.3f}', text)
     # The phrases (on other clients than the canaries) and their exposure.
     block = summary['exposure']
     self.assertEqual(strict_json.sanitize(block),
@@ -207,7 +209,7 @@ class CanaryTrainingTest(absltest.TestCase):
         else:
           summary = training_test.train(config, d)
       estimates[name] = summary['empirical_privacy']['all_iterates']
-      accounted = summary['privacy']['epsilon']
+      accounted = run_privacy.accounted(summary)['epsilon']
     self.assertLess(estimates['configured']['epsilon_interval'][0], accounted)
     self.assertGreater(estimates['broken']['epsilon_interval'][0], accounted,
                        (estimates, accounted))
@@ -254,7 +256,7 @@ class BrokenMechanismInTrainingTest(parameterized.TestCase):
       with tempfile.TemporaryDirectory() as d:
         summary = training_test.train(config, d)
     estimate = summary['empirical_privacy']['all_iterates']
-    accounted = summary['privacy']['epsilon']
+    accounted = run_privacy.accounted(summary)['epsilon']
     print(f'{self._testMethodName}: accounted {accounted:.2f}, noise / 10 '
           f'{estimate["empirical_epsilon"]:.2f} '
           f'{estimate["epsilon_interval"]}')

@@ -143,13 +143,15 @@ class TrainingSeedTest(absltest.TestCase):
 
   def _train(self, noise_seed):
     out = os.path.join(tempfile.mkdtemp(), 'run')
-    training_test.train(training_test.tiny_config(
+    summary = training_test.train(training_test.tiny_config(
         **dict(_MECHANISMS[1][1], total_rounds=3, noise_seed=noise_seed)),
         out)
     with open(os.path.join(out, training.METRICS_FILE)) as f:
       estimates = [line.split(',') for line in f.read().splitlines()]
     header = estimates[0]
     column = header.index('clip_norm_estimate')
+    # Only unpredictable noise gives the run a guarantee.
+    self.assertEqual(summary['privacy'] is None, noise_seed is not None)
     return out, [row[column] for row in estimates[1:]]
 
   def test_checkpoints_hold_no_clock_and_the_seed_fixes_the_clips(self):

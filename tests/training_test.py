@@ -14,9 +14,11 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 
+from dpftrl_tff import console
 from dpftrl_tff import data
 from dpftrl_tff import learning_process
 from dpftrl_tff import runtime
+from dpftrl_tff import run_privacy
 from dpftrl_tff import strict_json
 from dpftrl_tff import synthetic
 from dpftrl_tff import training
@@ -145,7 +147,8 @@ class TrainingLoopTest(parameterized.TestCase):
     for a, b in zip(_weights(full), _weights(killed)):
       np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     self.assertEqual(first['participation'], resumed['participation'])
-    self.assertEqual(first['privacy']['zcdp'], resumed['privacy']['zcdp'])
+    self.assertEqual(run_privacy.accounted(first)['zcdp'],
+                     run_privacy.accounted(resumed)['zcdp'])
     with open(os.path.join(killed, training.METRICS_FILE)) as f:
       rows = list(csv.DictReader(f))
     self.assertEqual([float(r['participation_simulated_hours'])
@@ -166,7 +169,7 @@ class TrainingLoopTest(parameterized.TestCase):
     for a, b in zip(_weights(full), _weights(killed)):
       np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     if aggregator == 'dp_ftrl_blt':
-      self.assertEqual(final['privacy']['mechanism'], 'blt')
+      self.assertEqual(run_privacy.accounted(final)['mechanism'], 'blt')
       with open(os.path.join(killed, 'blt.json')) as f:
         saved = strict_json.load_file(f)
       # Optimized for T = 4 and the population's MinS (capped at T - 1).
@@ -186,7 +189,16 @@ class TrainingLoopTest(parameterized.TestCase):
       self.assertEqual(strict_json.load_file(f)['noise_multiplier'], 0.5)
     with open(os.path.join(full, training.SUMMARY_FILE)) as f:
       summary = strict_json.load_file(f)
-    self.assertGreater(summary['privacy']['zcdp'], 0)
+    self.assertGreater(run_privacy.accounted(summary)['zcdp'], 0)
+    # A fixed --noise_seed: no guarantee is stated, the figures are labelled.
+    self.assertIsNone(summary['privacy'])
+    self.assertEqual(
+        summary[run_privacy.UNPREDICTABLE_NOISE_KEY]['noise_seed'], 11)
+    report = _privacy_report(full)
+    self.assertIn('No differential privacy guarantee', report)
+    self.assertNotIn('satisfies', report)
+    self.assertIn('Privacy: NONE. --noise_seed=11',
+                  console.summary_text(summary))
 
   def test_finished_run_is_a_noop_and_total_rounds_cannot_drop(self):
     out = os.path.join(tempfile.mkdtemp(), 'run')
@@ -197,7 +209,8 @@ class TrainingLoopTest(parameterized.TestCase):
     again = train(tiny_config(), out)
     self.assertTrue(again['already_finished'])
     self.assertEqual(again['final_eval'], first['final_eval'])
-    self.assertEqual(again['privacy'], first['privacy'])
+    self.assertEqual(run_privacy.accounted(again),
+                     run_privacy.accounted(first))
     with open(summary_path) as f:
       self.assertEqual(f.read(), written)   # Not rewritten.
     with self.assertRaisesRegex(
@@ -279,10 +292,10 @@ class TrainingLoopTest(parameterized.TestCase):
     self.assertEqual(in_force[2], in_force[3])
     self.assertEqual(in_force[3], in_force[4])
     self.assertNotEqual(in_force[1], in_force[2])
-    self.assertEqual(summary['privacy']['restart_rounds'], [2])
+    self.assertEqual(run_privacy.accounted(summary)['restart_rounds'], [2])
     report = _privacy_report(out)
-    privacy_report_test.assert_report_matches(self, report,
-                                              summary['privacy'])
+    privacy_report_test.assert_report_matches(
+        self, report, run_privacy.accounted(summary))
     self.assertIn('adaptive l2 clip norm', report)
     self.assertIn('z_Delta', report)
 
@@ -294,8 +307,8 @@ class TrainingLoopTest(parameterized.TestCase):
                                 secagg_scale=4096.0, secagg_debug=True,
                                 aggregator=aggregator), out)
     report = _privacy_report(out)
-    privacy_report_test.assert_report_matches(self, report,
-                                              summary['privacy'])
+    privacy_report_test.assert_report_matches(
+        self, report, run_privacy.accounted(summary))
     self.assertIn('C_inflated', report)
     with open(os.path.join(out, training.METRICS_FILE)) as f:
       rows = list(csv.DictReader(f))
