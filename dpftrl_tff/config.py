@@ -280,9 +280,12 @@ class TrainConfig:
       raise ValueError(
           f'--clients_per_round={self.clients_per_round} is larger than the '
           f'{num_train_clients} clients of the training split.')
-    if self.participation == 'timer':
-      self.timer_settings().validate(num_train_clients,
-                                     self.clients_per_round)
+    # The participation model's own checks on the population (the groups of
+    # min_sep_groups, the timer's settings): its sampler is cheap to make,
+    # and what it refuses must be refused before the run directory is
+    # touched. The seed does not change what is checked.
+    dataclasses.replace(self, seed=0 if self.seed is None else self.seed
+                        ).build_sampler(num_train_clients)
     used = self.canaries + self.canary_phrases * self.canary_phrase_repeats
     if used and used >= num_train_clients:
       raise ValueError(

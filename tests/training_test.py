@@ -226,13 +226,19 @@ class TrainingLoopTest(parameterized.TestCase):
       train(tiny_config(total_rounds=2), out,
             data_description=dict(vocab_sha256='bbb', database='/x'))
 
-  def test_refused_model_leaves_the_directory_unclaimed(self):
+  @parameterized.named_parameters(
+      ('model', dict(vocab_size=10**8), 'Choose a smaller model'),
+      # Checks on the population: nothing is written before they pass.
+      ('groups', dict(participation='min_sep_groups', min_sep_groups=1000),
+       '--min_sep_groups=1000'),
+      ('canaries', dict(canaries=300), '--canaries=300'))
+  def test_refused_run_leaves_nothing(self, overrides, message):
     out = os.path.join(tempfile.mkdtemp(), 'run')
-    with self.assertRaisesRegex(ValueError, 'Choose a smaller model'):
-      train(tiny_config(vocab_size=10**8), out)
-    self.assertFalse(os.path.exists(os.path.join(out,
-                                                 training.HPARAMS_FILE)))
-    self.assertEqual(train(tiny_config(total_rounds=1), out)['rounds'], 1)
+    with self.assertRaisesRegex(ValueError, message):
+      train(tiny_config(**overrides), out)
+    self.assertFalse(os.path.exists(out))
+    if overrides.get('vocab_size'):   # The corrected command runs.
+      self.assertEqual(train(tiny_config(total_rounds=1), out)['rounds'], 1)
 
   def test_torn_checkpoint_falls_back_and_tensorboard_has_no_duplicates(self):
     out = os.path.join(tempfile.mkdtemp(), 'run')
