@@ -62,18 +62,14 @@ _NOISE_OF = {'dp_ftrl': 'tree', 'dp_ftrl_adaptive': 'tree',
 _DEFAULTS = config_lib.TrainConfig
 
 
-def _mechanism(aggregator: str, clipped_count_stddev) -> str:
-  """The noise ('tree' or 'blt') of `aggregator`, or one line why not."""
+def _mechanism(aggregator: str) -> str:
+  """The noise ('tree' or 'blt') of `aggregator`, or one line why not.
+  Which flags go with it is the registry's to say, as in training."""
   if aggregator not in _NOISE_OF:
     reason = ('has no DP noise to account' if aggregator == 'none' else
               'is unknown')
     raise ValueError(f'--aggregator={aggregator!r} {reason}; allowed: '
                      f'{", ".join(_NOISE_OF)}.')
-  if (clipped_count_stddev is not None and
-      aggregator != 'dp_ftrl_adaptive'):
-    raise ValueError(f'--clipped_count_stddev={clipped_count_stddev} '
-                     f'applies with --aggregator=dp_ftrl_adaptive, not '
-                     f'{aggregator}.')
   return _NOISE_OF[aggregator]
 
 
@@ -144,7 +140,7 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   gives others; sigma_b `clipped_count_stddev`, default report_goal / 20)
   or dp_ftrl_blt (BLT noise).
   """
-  mechanism = _mechanism(aggregator, clipped_count_stddev)
+  mechanism = _mechanism(aggregator)
   adaptive_clipping = aggregator == 'dp_ftrl_adaptive'
   _check_numbers(rounds=rounds, noise_multiplier=noise_multiplier,
                  max_participation=max_participation,
@@ -164,10 +160,13 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   if mechanism == 'blt' and blt_params is None:   # Optimized for these.
     plan = dict(blt_min_separation=min(min_separation, rounds - 1),
                 blt_max_participation=max_participation)
+  secagg = {} if secagg_scale is None else dict(
+      secagg=True, secagg_scale=secagg_scale,
+      clip_norm=_DEFAULTS.clip_norm if clip_norm is None else clip_norm)
   config = config_lib.TrainConfig(
       aggregator=aggregator, noise_multiplier=noise_multiplier,
       total_rounds=rounds, clients_per_round=report_goal or 1,
-      clipped_count_stddev=clipped_count_stddev,
+      clipped_count_stddev=clipped_count_stddev, **secagg,
       restart_warmup=restart_warmup, restart_frequency=restart_frequency,
       blt_params=blt_params, blt_num_buffers=blt_num_buffers,
       blt_error=blt_error, **plan)

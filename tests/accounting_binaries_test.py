@@ -37,7 +37,7 @@ _BAD_INPUT = (
                     '--clipped_count_stddev=1'], 'clipped_count_stddev'),
     ('sigma_b_without_adaptive', ['--rounds=10', '--noise_multiplier=1',
                                   '--clipped_count_stddev=1'],
-     'applies with --aggregator=dp_ftrl_adaptive'),
+     'applies only with --aggregator=dp_ftrl_adaptive'),
     ('no_noise_aggregator', ['--rounds=10', '--noise_multiplier=1',
                              '--aggregator=none'],
      "--aggregator='none' has no DP noise"),

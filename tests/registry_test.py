@@ -17,9 +17,10 @@ from dpftrl_tff.aggregators import registry
 
 
 def _config(**overrides):
-  return dataclasses.replace(config_lib.TrainConfig(
-      clients_per_round=10, noise_multiplier=1.0, clip_norm=0.5,
-      clipped_count_stddev=1.0), **overrides)
+  values = dict(clients_per_round=10, noise_multiplier=1.0, clip_norm=0.5)
+  if overrides.get('aggregator') == 'dp_ftrl_adaptive':
+    values['clipped_count_stddev'] = 1.0   # Algorithm 1's flags: its own.
+  return config_lib.TrainConfig(**dict(values, **overrides))
 
 
 class RegistryTest(parameterized.TestCase):
@@ -40,7 +41,7 @@ class RegistryTest(parameterized.TestCase):
        '--noise_multiplier'),
       ('zero_clip', dict(clip_norm=0.0), '--clip_norm'),
       ('adaptive_secagg', dict(aggregator='dp_ftrl_adaptive', secagg=True),
-       '--secagg works with --aggregator none or dp_ftrl'),
+       r'SecAgg \(--secagg; .*\) works with --aggregator none or dp_ftrl'),
       ('bad_quantile', dict(aggregator='dp_ftrl_adaptive',
                             target_unclipped_quantile=1.5),
        '--target_unclipped_quantile'),
@@ -70,7 +71,7 @@ class RegistryTest(parameterized.TestCase):
   def test_initial_clip(self):
     self.assertEqual(registry.get('dp_ftrl').initial_clip(_config()), 0.5)
     self.assertEqual(registry.get('dp_ftrl_adaptive').initial_clip(
-        _config(initial_clip_norm=0.2)), 0.2)
+        _config(aggregator='dp_ftrl_adaptive', initial_clip_norm=0.2)), 0.2)
     self.assertIsNone(registry.get('none').initial_clip(_config()))
 
 

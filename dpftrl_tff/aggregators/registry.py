@@ -125,8 +125,9 @@ def _check_secagg(config, mechanism_name: str, supported: bool):
     return
   if not supported:
     allowed = [n for n, m in _MECHANISMS.items() if m.supports_secagg]
-    raise ValueError(f'--secagg works with --aggregator '
-                     f'{" or ".join(allowed)}, not {mechanism_name}.')
+    raise ValueError(f'SecAgg (--secagg; the accountant\'s --secagg_scale) '
+                     f'works with --aggregator {" or ".join(allowed)}, not '
+                     f'{mechanism_name}.')
   checks.check_positive(config.secagg_scale, '--secagg_scale')
   checks.check_positive(config.clip_norm, '--clip_norm')
 
@@ -169,13 +170,32 @@ def _check_fixed_clip_dp(config):
                             clients_per_round=config.clients_per_round)
 
 
+def _check_no_adaptive_flags(config):
+  """Algorithm 1's flags do nothing outside adaptive clipping: refuse any
+  changed from its default (`TrainConfig.adaptive_arguments`)."""
+  defaults = {f.name: f.default for f in dataclasses.fields(config)}
+  given = [f'--{name}={value}'
+           for name, value in config.adaptive_arguments().items()
+           if value != defaults[name]]
+  if given:
+    raise ValueError(f'{", ".join(given)} '
+                     f'{"applies" if len(given) == 1 else "apply"} only with '
+                     f'--aggregator=dp_ftrl_adaptive, not {config.aggregator}.')
+
+
+def _check_not_adaptive(config):
+  """The flags of the other mechanisms, refused by a fixed-clip one."""
+  _check_no_blt_flags(config)
+  _check_no_adaptive_flags(config)
+
+
 # ---- none: plain FedAvg mean.
 
 
 def _none_validate(config):
   _check_noise(config, allow_noise=False)
   _check_secagg(config, 'none', True)
-  _check_no_blt_flags(config)
+  _check_not_adaptive(config)
 
 
 def _none_factory(config, record_specs):
@@ -199,7 +219,7 @@ _register(Mechanism(
 def _dp_ftrl_validate(config):
   _check_fixed_clip_dp(config)
   _check_secagg(config, 'dp_ftrl', True)
-  _check_no_blt_flags(config)
+  _check_not_adaptive(config)
 
 
 def _dp_ftrl_factory(config, record_specs):
@@ -457,6 +477,7 @@ def _blt_validate(config):
           f'{min_sep} rounds between two (--blt_min_separation); use at most '
           f'{fit}.')
   _check_secagg(config, 'dp_ftrl_blt', True)
+  _check_no_adaptive_flags(config)
 
 
 def _blt_factory(config, record_specs):
