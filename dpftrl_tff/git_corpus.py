@@ -157,7 +157,13 @@ _FIELD, _RECORD = '\x1f', '\x1e'
 
 
 def read_git_log(repo: str, hasher=None) -> Iterator[Commit]:
-  """Commits of `git log` in `repo` (merges excluded; .mailmap applied)."""
+  """Commits of `git log` in `repo` (merges excluded; .mailmap applied).
+
+  Messages are asked for in UTF-8 (`--encoding=UTF-8`): git re-encodes a
+  commit recorded in another encoding (its `encoding` header, e.g. Latin-1)
+  rather than passing its bytes on, which would decode to replacement
+  characters.
+  """
   hasher = hasher or _AuthorHasher()
   if not os.path.isdir(repo):
     raise CorpusError(f'--git_repo={repo}: no such directory.')
@@ -170,7 +176,8 @@ def read_git_log(repo: str, hasher=None) -> Iterator[Commit]:
     raise CorpusError(f'--git_repo={repo}: not a git repository.')
   fmt = _FIELD.join(['%H', '%aE', '%aI', '%B']) + _RECORD
   proc = subprocess.run(
-      ['git', '-C', repo, 'log', '--no-merges', f'--format={fmt}'],
+      ['git', '-C', repo, 'log', '--no-merges', '--encoding=UTF-8',
+       f'--format={fmt}'],
       capture_output=True, check=False)
   if proc.returncode:
     error = proc.stderr.decode('utf-8', 'replace').strip().splitlines()
@@ -178,12 +185,23 @@ def read_git_log(repo: str, hasher=None) -> Iterator[Commit]:
       raise CorpusError(f'--git_repo={repo}: the repository has no commits.')
     raise CorpusError(f'--git_repo={repo}: git log failed '
                       f'({error[-1] if error else proc.returncode}).')
-  for record in proc.stdout.decode('utf-8', 'replace').split(_RECORD):
-    record = record.lstrip('\n')
+  for raw in proc.stdout.split(_RECORD.encode()):
+    record = _decode_record(raw).lstrip('\n')
     if not record:
       continue
     commit, email, date, message = record.split(_FIELD, 3)
     yield Commit(commit, hasher(email), date, message)
+
+
+def _decode_record(raw: bytes) -> str:
+  """A commit's record from `git log --encoding=UTF-8`: UTF-8, or, for a
+  message stored in another encoding without saying so (git cannot
+  re-encode it), Latin-1, which decodes any bytes; never replacement
+  characters."""
+  try:
+    return raw.decode('utf-8')
+  except UnicodeDecodeError:
+    return raw.decode('latin-1')
 
 
 def read_docs_jsonl(path: str) -> Iterator[Dict[str, str]]:

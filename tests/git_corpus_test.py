@@ -168,6 +168,28 @@ class BuildTest(absltest.TestCase):
     self.assertEqual([r[1] for r in rows], ['train'] * 8 + ['heldout'] * 2 +
                      ['test'] * 2)
 
+  def test_messages_in_other_encodings_are_text(self):
+    repo = tempfile.mkdtemp()
+    _git(repo, 'init', '-q')
+    env = dict(os.environ, GIT_AUTHOR_NAME='A', GIT_AUTHOR_EMAIL='a@x.org',
+               GIT_COMMITTER_NAME='A', GIT_COMMITTER_EMAIL='a@x.org')
+    message = os.path.join(tempfile.mkdtemp(), 'message')
+    # A Latin-1 repository (its messages recorded as Latin-1, and git log
+    # asked to print Latin-1 by the repository's own configuration), then a
+    # Latin-1 message stored as if it were UTF-8 (no encoding header).
+    _git(repo, 'config', 'i18n.commitEncoding', 'ISO-8859-1')
+    _git(repo, 'config', 'i18n.logOutputEncoding', 'ISO-8859-1')
+    for text in ('Corrige le caf\u00e9 de la f\u00eate',
+                 'Na\u00efve d\u00e9j\u00e0 vu'):
+      with open(message, 'wb') as f:
+        f.write(text.encode('latin-1'))
+      _git(repo, 'commit', '-q', '--allow-empty', '-F', message, env=env)
+      _git(repo, 'config', 'i18n.commitEncoding', 'UTF-8')
+    messages = sorted(c.message.strip()
+                      for c in git_corpus.read_git_log(repo))
+    self.assertEqual(messages, ['Corrige le caf\u00e9 de la f\u00eate',
+                                'Na\u00efve d\u00e9j\u00e0 vu'])
+
   def test_bad_inputs_are_one_line(self):
     not_repo = tempfile.mkdtemp()
     empty_repo = tempfile.mkdtemp()
