@@ -124,6 +124,8 @@ class CanaryTrainingTest(absltest.TestCase):
     with tempfile.TemporaryDirectory() as whole, \
         tempfile.TemporaryDirectory() as resumed:
       summary = training_test.train(config, whole)
+      fixtures.assert_metrics_documented(
+          self, os.path.join(whole, 'metrics.csv'))
       self.assertIn('empirical_epsilon', summary['empirical_privacy'])
       self.assertNotIn('not_estimated', summary['empirical_privacy'],
                        summary['empirical_privacy'])

@@ -167,6 +167,34 @@ def own_lines(text: str):
           if line.strip() and not _TF_LOG_RE.match(line)]
 
 
+def documented_metrics():
+  """(names, prefixes) of the metrics.csv columns docs/metrics.md
+  documents: every backticked name in its column table's first cell, and
+  the prefixes of its `name_*` patterns."""
+  names, prefixes = set(), set()
+  with open(os.path.join(ROOT, 'docs', 'metrics.md'), encoding='utf-8') as f:
+    for line in f:
+      if line.startswith('| `'):
+        for token in re.findall(r'`([^`]+)`', line.split(' | ')[0]):
+          if token.endswith('*'):
+            prefixes.add(token[:-1])
+          else:
+            names.add(token)
+  return names, prefixes
+
+
+def assert_metrics_documented(test, metrics_csv: str):
+  """Every column of the run's metrics.csv is in docs/metrics.md."""
+  import csv  # pylint: disable=g-import-not-at-top
+  with open(metrics_csv, encoding='utf-8') as f:
+    columns = next(csv.reader(f))
+  names, prefixes = documented_metrics()
+  missing = [c for c in columns if c not in names and
+             not any(c.startswith(p) for p in prefixes)]
+  test.assertEmpty(missing, f'metrics.csv columns not in docs/metrics.md: '
+                   f'{missing}')
+
+
 def write_jsonl(path: str, objects) -> str:
   """Writes one JSON object a line (a commits or docs export); the path."""
   with open(path, 'w', encoding='utf-8') as f:

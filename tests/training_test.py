@@ -149,6 +149,8 @@ class TrainingLoopTest(parameterized.TestCase):
     self.assertEqual(first['participation'], resumed['participation'])
     self.assertEqual(run_privacy.accounted(first)['zcdp'],
                      run_privacy.accounted(resumed)['zcdp'])
+    fixtures.assert_metrics_documented(
+        self, os.path.join(killed, training.METRICS_FILE))
     with open(os.path.join(killed, training.METRICS_FILE)) as f:
       rows = list(csv.DictReader(f))
     self.assertEqual([float(r['participation_simulated_hours'])
@@ -286,6 +288,8 @@ class TrainingLoopTest(parameterized.TestCase):
                                 initial_clip_norm=0.05, restart_warmup=2,
                                 restart_frequency=3,
                                 clipped_count_stddev=1.0), out)
+    fixtures.assert_metrics_documented(
+        self, os.path.join(out, training.METRICS_FILE))
     with open(os.path.join(out, training.METRICS_FILE)) as f:
       rows = list(csv.DictReader(f))
     in_force = [float(r['clip_norm_in_force']) for r in rows]
@@ -316,6 +320,8 @@ class TrainingLoopTest(parameterized.TestCase):
     privacy_report_test.assert_report_matches(
         self, report, run_privacy.accounted(summary))
     self.assertIn('C_inflated', report)
+    fixtures.assert_metrics_documented(
+        self, os.path.join(out, training.METRICS_FILE))
     with open(os.path.join(out, training.METRICS_FILE)) as f:
       rows = list(csv.DictReader(f))
     for row in rows:
