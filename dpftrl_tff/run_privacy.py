@@ -3,7 +3,7 @@ and MaxP), the privacy its participation model guarantees, and the labelled
 launch-equivalent privacy (paper Sec. 2.2), as summary.json dicts."""
 
 import dataclasses
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 from dpftrl_tff import accounting
 from dpftrl_tff import config as config_lib
@@ -14,6 +14,26 @@ from dpftrl_tff.aggregators import registry
 TrainConfig = config_lib.TrainConfig
 
 UNPREDICTABLE_NOISE_KEY = privacy_report.UNPREDICTABLE_NOISE_KEY
+
+
+def start_warnings(config: TrainConfig) -> List[str]:
+  """What a run must say before it starts about privacy it will not have:
+  a fixed --noise_seed (the noise is predictable), or a mechanism that
+  clips without noise (z = 0: no guarantee at all)."""
+  warnings = []
+  if config.noise_seed is not None:
+    warnings.append(
+        f'--noise_seed={config.noise_seed} fixes the DP noise: it is '
+        'predictable and the run gives no privacy (tests and debugging '
+        'only).')
+  mechanism = registry.get(config.aggregator)
+  if (config.noise_multiplier == 0 and
+      mechanism.initial_clip(config) is not None):
+    warnings.append(
+        f'--aggregator={config.aggregator} with --noise_multiplier=0 clips '
+        'the updates but adds no DP noise: this run trains without noise '
+        'and has no privacy guarantee.')
+  return warnings
 
 
 def split_by_noise_seed(config: TrainConfig, figures: Optional[Dict]

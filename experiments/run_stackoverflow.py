@@ -24,6 +24,7 @@ from dpftrl_tff import checks
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import console
 from dpftrl_tff import data_flags
+from dpftrl_tff import run_privacy
 # pylint: enable=g-import-not-at-top
 
 # Output.
@@ -44,10 +45,8 @@ flags.adopt_module_key_flags(data_flags)
 def run() -> dict:
   checks.check_name(_NAME.value, '--experiment_name')
   config = config_lib.from_flags(_CONFIG)   # Validated when made.
-  if config.noise_seed is not None:
-    console.warn(f'--noise_seed={config.noise_seed} fixes the DP noise: it '
-                 f'is predictable and the run gives no privacy (tests and '
-                 f'debugging only).')
+  for warning in run_privacy.start_warnings(config):
+    console.warn(warning)
   so = data_flags.load(_ROOT.value, config.vocab_size)
   train_data, heldout_data, vocab = so.train, so.heldout, so.vocab
   output_dir = os.path.join(_ROOT.value, _NAME.value)

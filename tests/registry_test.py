@@ -12,6 +12,7 @@ import tensorflow_federated as tff
 from dpftrl_tff import accounting
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import models
+from dpftrl_tff import run_privacy
 from dpftrl_tff.aggregators import dp_ftrl
 from dpftrl_tff.aggregators import registry
 
@@ -73,6 +74,24 @@ class RegistryTest(parameterized.TestCase):
     self.assertEqual(registry.get('dp_ftrl_adaptive').initial_clip(
         _config(aggregator='dp_ftrl_adaptive', initial_clip_norm=0.2)), 0.2)
     self.assertIsNone(registry.get('none').initial_clip(_config()))
+
+
+class StartWarningsTest(absltest.TestCase):
+
+  def test_no_noise_or_a_fixed_seed_is_said_before_the_run(self):
+    self.assertEqual(run_privacy.start_warnings(_config()), [])
+    no_noise = run_privacy.start_warnings(_config(noise_multiplier=0.0))
+    self.assertLen(no_noise, 1)
+    self.assertIn('--aggregator=dp_ftrl with --noise_multiplier=0 clips the '
+                  'updates but adds no DP noise', no_noise[0])
+    self.assertIn('--noise_multiplier=0', run_privacy.start_warnings(
+        _config(aggregator='dp_ftrl_blt', noise_multiplier=0.0))[0])
+    # FedAvg without DP says nothing: it claims nothing.
+    self.assertEqual(run_privacy.start_warnings(
+        _config(aggregator='none', noise_multiplier=0.0)), [])
+    seeded = run_privacy.start_warnings(_config(noise_seed=3))
+    self.assertEqual(len(seeded), 1)
+    self.assertIn('--noise_seed=3 fixes the DP noise', seeded[0])
 
 
 class NoiseSeedTest(absltest.TestCase):
