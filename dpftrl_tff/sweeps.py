@@ -214,7 +214,8 @@ def frontier(points: Sequence[Tuple[float, float]]) -> List[int]:
   return kept
 
 
-def _plots(root: str, prefix: str, table: List[Dict], axes: Dict[str, List]):
+def _plots(root: str, prefix: str, table: List[Dict], axes: Dict[str, List],
+           explain_heatmap: bool = True):
   varying = [n for n, values in axes.items() if len(values) > 1]
   if len(varying) == 2:
     rows_axis, cols_axis = varying
@@ -227,6 +228,12 @@ def _plots(root: str, prefix: str, table: List[Dict], axes: Dict[str, List]):
         row_labels=axes[rows_axis], col_labels=axes[cols_axis],
         ylabel=rows_axis, xlabel=cols_axis,
         title='final eval in-vocab accuracy (%), mean over seeds')
+  elif explain_heatmap:
+    print(f'No {prefix}_heatmap.png: the grid varies {len(varying)} '
+          f'ax{"i" if len(varying) == 1 else "e"}s '
+          f'({", ".join(varying) or "none"}); a heatmap needs exactly two. '
+          f'{prefix}_summary.csv and {prefix}_frontier.png have the points.',
+          flush=True)
   use_launch = all(r.get('launch_epsilon') is not None for r in table)
   key = 'launch_epsilon' if use_launch else 'epsilon'
   private = [r for r in table if r.get(key) is not None and
@@ -247,8 +254,10 @@ def _plots(root: str, prefix: str, table: List[Dict], axes: Dict[str, List]):
 def run_sweep(*, root: str, flagfile: str, axes: Dict[str, List],
               ties: Sequence[Tie], seeds: Sequence[int],
               extra_flags: Sequence[str], prefix: str = 'sweep',
-              run_name=point_name):
-  """Runs (or reuses) every point and seed; writes the tables and plots.
+              run_name=point_name, explain_heatmap: bool = True):
+  """Runs (or reuses) every point and seed; writes the tables and plots
+  (a heatmap when exactly two axes vary; otherwise, with `explain_heatmap`,
+  a line saying why there is none).
 
   Returns (rows, per-point table).
   """
@@ -277,7 +286,7 @@ def run_sweep(*, root: str, flagfile: str, axes: Dict[str, List],
   table = summarize(rows, keys)
   run_directory.write_csv_atomic(os.path.join(root, f'{prefix}_summary.csv'),
                                  table)
-  _plots(root, prefix, table, axes)
+  _plots(root, prefix, table, axes, explain_heatmap)
   return rows, table
 
 

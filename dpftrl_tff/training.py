@@ -395,6 +395,7 @@ def _finish(config, run_dir, run: _Run, state, *, recorder, log, sampler,
   weights = process.get_model_weights(runner.materialize(state)).trainable
   run_dir.write_final_weights(weights)
   summary = dict(rounds=end_round, total_rounds=config.total_rounds,
+                 clients_per_round=config.clients_per_round,
                  final_eval=recorder.last_eval,
                  training_loss_explosion=recorder.explosion(),
                  unigram_baseline_accuracy=run.evaluator.unigram_baseline(),

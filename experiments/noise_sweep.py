@@ -81,7 +81,8 @@ def main(argv):
     rows, table = sweeps.run_sweep(
         root=_ROOT.value, flagfile=_FLAGFILE.value,
         axes={'noise_multiplier': noise_multipliers}, ties=[], seeds=seeds,
-        extra_flags=extra_flags, prefix='noise_sweep', run_name=run_name)
+        extra_flags=extra_flags, prefix='noise_sweep', run_name=run_name,
+        explain_heatmap=False)   # One axis by design; its own plot.
   except RuntimeError as e:
     print(f'error: {e}', file=sys.stderr)
     return 1

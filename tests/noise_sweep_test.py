@@ -60,6 +60,7 @@ class NoiseSweepBinaryTest(parameterized.TestCase):
     self.assertIn('launch-equivalent epsilon', proc.stdout)
     for r in rows:
       self.assertEqual(r['rounds'], '2')
+      self.assertEqual(r['client_updates'], '6')   # 2 rounds x 3 clients.
       self.assertBetween(float(r['eval_in_vocab_accuracy']), 0.0, 1.0)
     self.assertTrue(os.path.isfile(os.path.join(root, 'noise_sweep.png')))
     self.assertTrue(os.path.isfile(

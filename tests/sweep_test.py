@@ -7,8 +7,8 @@ end (runs, reuse, refusal) by tests/noise_sweep_test.py.
 import contextlib
 import csv
 import io
-import math
 import json
+import math
 import os
 import signal
 import subprocess
@@ -201,13 +201,19 @@ class PrivacyNoneAndDivergenceTest(absltest.TestCase):
 
     original = training_runs.run_training
     training_runs.run_training = fake_run
+    root = tempfile.mkdtemp()
     try:
-      rows, table = sweeps.run_sweep(
-          root=tempfile.mkdtemp(), flagfile='x.flags',
-          axes=sweeps.parse_axes(['client_lr=1,10,100']), ties=[],
-          seeds=[1], extra_flags=[])
+      with contextlib.redirect_stdout(io.StringIO()) as out:
+        rows, table = sweeps.run_sweep(
+            root=root, flagfile='x.flags',
+            axes=sweeps.parse_axes(['client_lr=1,10,100']), ties=[],
+            seeds=[1], extra_flags=[])
     finally:
       training_runs.run_training = original
+    # One axis: no heatmap, and the output says why.
+    self.assertFalse(os.path.exists(os.path.join(root, 'sweep_heatmap.png')))
+    self.assertIn('No sweep_heatmap.png: the grid varies 1 axis (client_lr); '
+                  'a heatmap needs exactly two.', out.getvalue())
     self.assertEqual([r['status'] for r in rows],
                      ['finished', 'loss exploded', 'diverged'])
     self.assertTrue(math.isnan(table[2]['accuracy_mean']))
