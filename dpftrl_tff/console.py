@@ -59,11 +59,14 @@ def run_main(run: Callable[[], Any], argv: Sequence[str],
              cleanup: Callable[[], None] = lambda: None) -> int:
   """A binary's main: run(), with bad input and interrupts as one line.
 
-  Refuses positional arguments; ValueError (bad flags or data) and OSError
-  (unwritable output and the like) print one line and return 2, no
-  traceback (--verbosity=1 logs it); a diverged run returns 3, a crashed
-  TFF worker (`runtime.WorkerLost`) 1, Ctrl-C 130 (a run keeps its last
-  checkpoint). `cleanup` always runs last (e.g. stopping TFF workers).
+  Refuses positional arguments; ValueError and OSError print one line, no
+  traceback (--verbosity=1 logs it). Exit codes: 2 the command was refused
+  (a bad flag, bad data, an unwritable output place); 1 the infrastructure
+  failed (a crashed local TFF worker, `runtime.WorkerLost`; a lost or
+  unreachable remote worker, an error marked `infrastructure`; a full disk
+  or an I/O error), so re-running the same command may succeed; 3 a
+  diverged run; 130 Ctrl-C (a run keeps its last checkpoint). `cleanup`
+  always runs last (e.g. stopping TFF workers).
   """
   if len(argv) > 1:
     error(f'unexpected arguments {list(argv[1:])}: every setting is a '
@@ -88,10 +91,25 @@ def run_main(run: Callable[[], Any], argv: Sequence[str],
   except (ValueError, OSError) as e:
     logging.debug('Refused', exc_info=True)
     error(str(e) if isinstance(e, ValueError) else describe_os_error(e))
-    return 2
+    return exit_code(e)
   finally:
     cleanup()
   return 0
+
+
+# OSError numbers of a failing machine rather than a refused command.
+_INFRASTRUCTURE_ERRNOS = (errno.ENOSPC, errno.EIO, errno.EDQUOT)
+
+
+def exit_code(e: Exception) -> int:
+  """`run_main`'s exit code for a ValueError or OSError: 1 when the
+  infrastructure failed (the error says `infrastructure`, or a full disk or
+  I/O error), else 2 (the command was refused)."""
+  if getattr(e, 'infrastructure', False):
+    return 1
+  if isinstance(e, OSError) and e.errno in _INFRASTRUCTURE_ERRNOS:
+    return 1
+  return 2
 
 
 def describe_os_error(e: OSError) -> str:

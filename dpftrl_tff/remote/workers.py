@@ -35,7 +35,9 @@ FAILURE_POLICIES = ('stop', 'continue')
 
 
 class WorkerError(ValueError):
-  """A worker is unreachable, lost, or cannot serve this run."""
+  """A worker is unreachable, lost, or cannot serve this run: a failure of
+  the infrastructure, not of the command (a binary exits 1, not 2)."""
+  infrastructure = True
 
   def __init__(self, message: str, workers: Sequence['Worker'] = ()):
     super().__init__(message)
