@@ -57,7 +57,7 @@ def save(directory: str, weights: Sequence[np.ndarray], metadata: Dict):
   path = os.path.join(directory, WEIGHTS_FILE)
   tmp = path + '.tmp'
   with open(tmp, 'wb') as f:
-    np.savez(f, *[np.asarray(w) for w in weights])
+    run_directory.save_npz(f, weights)
   os.replace(tmp, path)
   run_directory.write_json_atomic(
       os.path.join(directory, METADATA_FILE),

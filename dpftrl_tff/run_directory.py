@@ -29,6 +29,7 @@ import math
 import os
 import re
 import shutil
+import zipfile
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -87,6 +88,22 @@ def _atomic(path: str, mode: str = 'w', sync: bool = True):
     with contextlib.suppress(OSError):
       os.remove(tmp)
     raise
+
+
+def save_npz(f, arrays: Sequence[Any]):
+  """`np.savez(f, *arrays)` (the same file: arr_0, arr_1, ...; read with
+  np.load) whose zip file is closed even when a write fails.
+
+  np.savez leaves its ZipFile open when a write raises (a full disk); the
+  garbage collector's ZipFile.__del__ then tries to finish the file and
+  prints a traceback after the run's one-line error.
+  """
+  with zipfile.ZipFile(f, mode='w', compression=zipfile.ZIP_STORED,
+                       allowZip64=True) as archive:
+    for i, array in enumerate(arrays):
+      with archive.open(f'arr_{i}.npy', 'w', force_zip64=True) as member:
+        np.lib.format.write_array(member, np.asanyarray(array),
+                                  allow_pickle=False)
 
 
 def write_text_atomic(path: str, text: str):
@@ -240,7 +257,7 @@ class RunDirectory:
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f'round_{round_num}.npz')
     with _atomic(path, 'wb') as f:
-      np.savez(f, *[np.asarray(x) for x in leaves])
+      save_npz(f, leaves)
     for old in self._checkpoint_rounds()[:-keep]:
       os.remove(os.path.join(folder, f'round_{old}.npz'))
 
@@ -282,7 +299,7 @@ class RunDirectory:
 
   def write_final_weights(self, weights: Sequence[Any]):
     with _atomic(self.file(FINAL_WEIGHTS_FILE), 'wb', sync=False) as f:
-      np.savez(f, *[np.asarray(w) for w in weights])
+      save_npz(f, weights)
 
 
 class MetricsWriter:

@@ -1,6 +1,8 @@
 """Tests of the run directory: lock, identity, atomic files, checkpoints."""
 
 import errno
+import gc
+import io
 import json
 import os
 import subprocess
@@ -20,6 +22,63 @@ def _leaves(seed):
   rng = np.random.default_rng(seed)
   return [rng.normal(size=[3, 2]).astype(np.float32), np.int64(seed),
           np.array([seed, seed + 1], np.int64)]
+
+
+class _FullDisk(io.RawIOBase):
+  """A file that takes `room` bytes, then fails as a full disk does."""
+
+  def __init__(self, room):
+    super().__init__()
+    self.room, self.size = room, 0
+
+  def writable(self):
+    return True
+
+  def seekable(self):
+    return True
+
+  def tell(self):
+    return self.size
+
+  def seek(self, offset, whence=0):
+    self.size = offset if whence == 0 else self.size + offset
+    return self.size
+
+  def write(self, data):
+    if self.size + len(data) > self.room:
+      raise OSError(errno.ENOSPC, 'No space left on device')
+    self.size += len(data)
+    return len(data)
+
+
+class SaveNpzTest(absltest.TestCase):
+
+  def test_same_arrays_as_np_savez(self):
+    arrays = [np.arange(6, dtype=np.float32).reshape(2, 3),
+              np.array([2**40, -1], np.int64), np.zeros([0])]
+    path = os.path.join(tempfile.mkdtemp(), 'x.npz')
+    with open(path, 'wb') as f:
+      run_directory.save_npz(f, arrays)
+    with np.load(path) as f:
+      self.assertEqual(sorted(f.files), ['arr_0', 'arr_1', 'arr_2'])
+      for i, array in enumerate(arrays):
+        np.testing.assert_array_equal(f[f'arr_{i}'], array)
+        self.assertEqual(f[f'arr_{i}'].dtype, array.dtype)
+
+  def test_full_disk_leaves_no_zip_file_to_finish(self):
+    # np.savez left its ZipFile open: the garbage collector's
+    # ZipFile.__del__ then printed a traceback after the one-line error.
+    unraisable = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+      for room in (10, 300, 5000):
+        with self.assertRaises(OSError):
+          run_directory.save_npz(_FullDisk(room),
+                                 [np.zeros(1000, np.float32)] * 3)
+        gc.collect()
+    finally:
+      sys.unraisablehook = hook
+    self.assertEqual(unraisable, [])
 
 
 class RunDirectoryTest(absltest.TestCase):
