@@ -366,13 +366,20 @@ def read_metric(run_path: str, key: str = 'eval_in_vocab_accuracy'
   return [int(r['round']) for r in rows], [float(r[key]) for r in rows]
 
 
+_INTEGER = re.compile(r'-?[0-9]+')
+
+
 def _parse_row(row: Dict[str, str]) -> Dict[str, Any]:
+  """A metrics.csv row read back as it was written: integers as int (a
+  resumed run rewrites them as '4', not '4.0'), other numbers as float
+  (float32 values were written in their shortest form, which a float
+  prints the same), anything else as text."""
   out = {}
   for k, v in row.items():
     if v == '' or v is None:
       continue
     try:
-      out[k] = int(v) if k == 'round' else float(v)
+      out[k] = int(v) if _INTEGER.fullmatch(v) else float(v)
     except ValueError:
       out[k] = v
   return out

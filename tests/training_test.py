@@ -179,8 +179,15 @@ class TrainingLoopTest(parameterized.TestCase):
       self.assertEqual(saved['optimized_for']['min_separation'], 3)
       return
     with open(os.path.join(killed, training.METRICS_FILE)) as f:
-      rounds = [int(r['round']) for r in csv.DictReader(f)]
-    self.assertEqual(rounds, [1, 2, 3, 4])
+      resumed_rows = list(csv.DictReader(f))
+    self.assertEqual([int(r['round']) for r in resumed_rows], [1, 2, 3, 4])
+    with open(os.path.join(full, training.METRICS_FILE)) as f:
+      full_rows = list(csv.DictReader(f))
+    # Written as the uninterrupted run writes them, character for character
+    # (but the rounds' wall times).
+    for row in full_rows + resumed_rows:
+      del row['round_seconds']
+    self.assertEqual(resumed_rows, full_rows)
     with open(os.path.join(full, training.METRICS_FILE)) as f:
       rows = list(csv.DictReader(f))
     self.assertIn('eval_in_vocab_accuracy', rows[1])
