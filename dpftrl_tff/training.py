@@ -143,12 +143,14 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
       that is not the default `print`.
     progress_stream: stream of the progress line (default stdout).
   """
+  given = config
   config, data_description = _prepare(config, train_data, vocab,
                                       data_description)
   run_dir = run_directory.RunDirectory(output_dir)
   with run_dir.lock():
     previous = run_dir.previous_hparams()
     if previous is not None:
+      config = _keep_planned(given, config, previous, print_fn)
       config, finished = _check_resumable(config, run_dir, previous,
                                           data_description)
       if finished is not None:
@@ -183,6 +185,28 @@ def _prepare(config: TrainConfig, train_data, vocab, data_description):
         data_description or {}, initial_weights=pretrained.check_compatible(
             config.initial_weights, vocab=vocab, config=config))
   return config, data_description
+
+
+def _keep_planned(given: TrainConfig, planned: TrainConfig,
+                  previous: Dict, print_fn) -> TrainConfig:
+  """`planned` with the values the mechanism planned when the run started.
+
+  What a mechanism plans may depend on --total_rounds (a BLT's MinS is at
+  most T - 1), so extending a run would plan other values and look like
+  another run; the run keeps what it started with (its blt.json holds the
+  BLT made for them). Only values the user did not give are kept.
+  """
+  kept = {}
+  for field in config_lib.setting_fields():
+    name = field.name
+    if (getattr(given, name) != getattr(planned, name) and
+        name in previous and previous[name] != getattr(planned, name)):
+      kept[name] = previous[name]
+  if not kept:
+    return planned
+  print_fn('Resuming with what the run planned at its start: ' +
+           ', '.join(f'{k}={v}' for k, v in kept.items()) + '.')
+  return dataclasses.replace(planned, **kept)
 
 
 def _check_resumable(config: TrainConfig, run_dir, previous: Dict,

@@ -226,6 +226,26 @@ class TrainingLoopTest(parameterized.TestCase):
         ValueError, '--total_rounds=2 is below the 4 rounds'):
       train(tiny_config(total_rounds=2), out)
 
+  def test_extended_blt_run_keeps_the_blt_it_planned(self):
+    # The BLT's planned MinS is min(population's, T - 1): raising T would
+    # plan another one; the run keeps its own (blt.json) and extends.
+    out = os.path.join(tempfile.mkdtemp(), 'run')
+    train(tiny_config(aggregator='dp_ftrl_blt', total_rounds=2), out)
+    with open(os.path.join(out, 'blt.json')) as f:
+      blt = f.read()
+    messages = []
+    summary = train(tiny_config(aggregator='dp_ftrl_blt', total_rounds=4),
+                    out, print_fn=messages.append)
+    self.assertEqual(summary['rounds'], 4)
+    self.assertIn('Resuming with what the run planned at its start: '
+                  'blt_min_separation=1.', messages)
+    with open(os.path.join(out, 'blt.json')) as f:
+      self.assertEqual(f.read(), blt)
+    with open(os.path.join(out, training.HPARAMS_FILE)) as f:
+      hparams = strict_json.load_file(f)
+    self.assertEqual((hparams['total_rounds'], hparams['blt_min_separation']),
+                     (4, 1))
+
   def test_other_data_is_another_run(self):
     out = os.path.join(tempfile.mkdtemp(), 'run')
     train(tiny_config(total_rounds=1), out,
