@@ -286,7 +286,7 @@ def _facts(canaries: Canaries, participations: np.ndarray) -> Dict:
 
 def estimates(canaries: Canaries, *, participations: np.ndarray,
               final: np.ndarray, rounds: Optional[np.ndarray], delta: float,
-              rng: Optional[np.random.Generator] = None,
+              dimension: int, rng: Optional[np.random.Generator] = None,
               bootstrap: int = 500) -> Dict:
   """summary.json's `empirical_privacy`: the final-model estimate (its
   fields at the top level) and the all-iterates one under `all_iterates`.
@@ -297,20 +297,23 @@ def estimates(canaries: Canaries, *, participations: np.ndarray,
     final: `final_cosines` (length 2K).
     rounds: the per-round cosines (rounds x 2K), or None.
     delta: the run's delta.
+    dimension: d, the model's trainable parameters (the final cosines of
+      never inserted canaries are N(0, 1/d): the known null).
     rng: for the bootstrap.
     bootstrap: resamples of the interval.
   """
   seen = np.asarray(participations) > 0
   count = canaries.count
   out = empirical_privacy.estimate(
-      final[:count][seen], final[count:], delta, rng=rng,
-      bootstrap=bootstrap).as_dict()
+      final[:count][seen], final[count:], delta, dimension=dimension,
+      estimator='known_null', rng=rng, bootstrap=bootstrap).as_dict()
   out.update(_facts(canaries, participations))
   if rounds is not None and len(rounds):
     best = np.max(rounds.astype(np.float64), axis=0)
+    # The maximum over rounds has no known null: both sets are fitted.
     iterates = empirical_privacy.estimate(
-        best[:count][seen], best[count:], delta, rng=rng,
-        bootstrap=bootstrap)
+        best[:count][seen], best[count:], delta, estimator='fitted_null',
+        rng=rng, bootstrap=bootstrap)
     out['all_iterates'] = dict(
         iterates.as_dict(),
         threat_model='all iterates (max over rounds of the cosine of each '
@@ -369,6 +372,7 @@ class CanaryRun:
     try:
       out = estimates(self.canaries, participations=participations,
                       final=final, rounds=self._cosines.read(), delta=delta,
+                      dimension=sum(int(np.size(w)) for w in final_weights),
                       rng=np.random.default_rng([self.canaries.seed, 1]))
     except ValueError as e:
       return dict(_facts(self.canaries, participations),

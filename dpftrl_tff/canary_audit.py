@@ -104,7 +104,8 @@ def run(config, *, dimension: int, canaries: int, population: int,
   cos_seen = directions.cosines(total, np.flatnonzero(seen))
   cos_never = directions.cosines(total, range(canaries, 2 * canaries))
   result = empirical_privacy.estimate(
-      cos_seen, cos_never, delta, rng=rng, bootstrap=bootstrap).as_dict()
+      cos_seen, cos_never, delta, dimension=dimension,
+      estimator='known_null', rng=rng, bootstrap=bootstrap).as_dict()
   accounted = _accounted(mechanism, config, log, delta)
   result.update(
       mechanism=config.aggregator, participation=config.participation,

@@ -253,6 +253,11 @@ def empirical_privacy_lines(empirical: Optional[Dict[str, Any]],
                   'none' if fixed_noise_seed else 'the proven bound') + '): '
                + ('none (no DP)' if accounted is None
                   else number(accounted, '.3f')))
+  for label, block in (('final model', empirical),
+                       ('all iterates', empirical.get('all_iterates'))):
+    if block:
+      lines.append(f'  {label}, judged by the interval: '
+                   + privacy_report.empirical_verdict(block, accounted))
   return lines
 
 

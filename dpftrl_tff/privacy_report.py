@@ -257,6 +257,26 @@ def _launch_equivalent_lines(le: Dict[str, Any]) -> List[str]:
   ]
 
 
+def empirical_verdict(block: Dict[str, Any],
+                      accounted_epsilon: Optional[float]) -> str:
+  """An empirical estimate against the bound, judged by its interval: a
+  point above the bound whose interval reaches below it is the estimate's
+  noise, not a breach."""
+  if accounted_epsilon is None:
+    return 'no bound to compare with (no DP noise)'
+  low, high = (block.get('epsilon_interval') or [None, None])[:2]
+  if low is None or not math.isfinite(low):
+    return 'not judged: no interval'
+  if low > accounted_epsilon:
+    return (f'ABOVE the bound: the whole interval lies above the accounted '
+            f'epsilon {accounted_epsilon:.4g}; the mechanism or its '
+            'accounting may be broken')
+  if high is not None and math.isfinite(high) and high < accounted_epsilon:
+    return f'below the accounted epsilon {accounted_epsilon:.4g}'
+  return (f'consistent with the accounted epsilon {accounted_epsilon:.4g} '
+          '(the interval contains it)')
+
+
 def empirical_lines(empirical: Dict[str, Any]) -> List[str]:
   """The canary estimate, labelled as an estimate, not a bound."""
   if 'not_estimated' in empirical:
@@ -272,9 +292,12 @@ def empirical_lines(empirical: Dict[str, Any]) -> List[str]:
       f'({empirical.get("interval_method", "bootstrap")}), from '
       f'{empirical.get("seen_canaries")} inserted and '
       f'{empirical.get("unseen_canaries")} unseen canaries at delta '
-      f'{number(empirical.get("delta"), "g")}. An estimate of what an '
-      'attacker of this kind can infer, not a guarantee: it is expected to '
-      'lie below the accounted epsilon.'] + _all_iterates_lines(empirical)
+      f'{number(empirical.get("delta"), "g")} (estimator '
+      f'{empirical.get("estimator", "fitted_uncorrected")}). An estimate of '
+      'what an attacker of this kind can infer, not a guarantee: it is '
+      'expected to lie below the accounted epsilon. Judged by its interval: '
+      + empirical_verdict(empirical, empirical.get('accounted_epsilon'))
+      + '.'] + _all_iterates_lines(empirical)
 
 
 def _all_iterates_lines(empirical: Dict[str, Any]) -> List[str]:
@@ -286,7 +309,10 @@ def _all_iterates_lines(empirical: Dict[str, Any]) -> List[str]:
       '', f'The same canaries, {block.get("threat_model")}: epsilon '
       f'{number(block.get("empirical_epsilon"), ".4g")}, '
       f'{int(100 * block.get("confidence", 0.95))}% interval '
-      f'[{number(low, ".4g")}, {number(high, ".4g")}].']
+      f'[{number(low, ".4g")}, {number(high, ".4g")}]; judged by its '
+      'interval: ' + empirical_verdict(block,
+                                       empirical.get('accounted_epsilon'))
+      + '.']
 
 
 def participation_text(summary: Dict[str, Any], privacy: Dict[str, Any]

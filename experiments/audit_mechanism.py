@@ -123,6 +123,8 @@ def run():
         f'{result["observed_min_separation"]}): '
         + ('none (no DP noise)' if result['accounted_epsilon'] is None
            else console.number(result['accounted_epsilon'], '.4g')))
+  print('Judged by the interval: ' + privacy_report.empirical_verdict(
+      result, result['accounted_epsilon']))
 
 
 def main(argv):
