@@ -36,6 +36,7 @@ from absl import flags
 import numpy as np
 
 from dpftrl_tff import accounting
+from dpftrl_tff import console
 from dpftrl_tff import strict_json
 from dpftrl_tff import plotting
 from dpftrl_tff import run_directory
@@ -201,6 +202,7 @@ def train_comparison(root, flagfile, z_tree, seed, output_dir):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  console.quiet_libraries()   # No absl INFO lines (the BLT optimizer's).
   rows = compare_paper_rows()
   _print_privacy(rows)
   _write_privacy(rows, _OUTPUT_DIR.value)

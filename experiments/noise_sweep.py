@@ -28,6 +28,7 @@ import sys
 from absl import app
 from absl import flags
 
+from dpftrl_tff import console
 from dpftrl_tff import plotting
 from dpftrl_tff import sweeps
 
@@ -72,6 +73,7 @@ def summarize(rows):
 
 def main(argv):
   extra_flags = argv[1:]
+  console.quiet_libraries()
   try:
     noise_multipliers, seeds = _parse_grid()
   except ValueError as e:

@@ -37,6 +37,7 @@ import numpy as np
 
 from dpftrl_tff import accounting
 from dpftrl_tff import config as config_lib
+from dpftrl_tff import console
 from dpftrl_tff import strict_json
 from dpftrl_tff import participation
 from dpftrl_tff import progress as progress_lib
@@ -246,6 +247,7 @@ def main(argv):
   if len(argv) > 1:
     print(f'error: unexpected arguments {argv[1:]}.', file=sys.stderr)
     return 2
+  console.quiet_libraries()
   try:
     report = plan()
   except ValueError as e:

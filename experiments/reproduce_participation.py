@@ -28,6 +28,7 @@ from absl import app
 from absl import flags
 
 from dpftrl_tff import accounting
+from dpftrl_tff import console
 from dpftrl_tff import participation
 from dpftrl_tff import plotting
 from dpftrl_tff import run_directory
@@ -122,6 +123,7 @@ def nwp_table():
 
 def main(argv):
   del argv
+  console.quiet_libraries()
   os.makedirs(_OUTPUT.value, exist_ok=True)
   figure_rows = timer_figure()
   run_directory.write_csv_atomic(os.path.join(_OUTPUT.value, 'timer_min_sep.csv'), figure_rows)

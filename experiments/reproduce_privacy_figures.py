@@ -15,6 +15,7 @@ from absl import app
 from absl import flags
 
 from dpftrl_tff import accounting
+from dpftrl_tff import console
 from dpftrl_tff import plotting
 
 _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'docs/figures',
@@ -82,6 +83,7 @@ def _write(rows, name, group_key, label_fmt, title, output_dir):
 
 def main(argv):
   del argv
+  console.quiet_libraries()
   os.makedirs(_OUTPUT_DIR.value, exist_ok=True)
   rounds = list(range(_ROUND_STEP.value, _MAX_ROUNDS.value + 1,
                       _ROUND_STEP.value))

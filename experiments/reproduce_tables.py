@@ -15,6 +15,7 @@ import sys
 from absl import app
 from absl import flags
 
+from dpftrl_tff import console
 from dpftrl_tff.accounting import paper_tables
 
 _OUTPUT_CSV = flags.DEFINE_string('output_csv', None,
@@ -23,6 +24,7 @@ _OUTPUT_CSV = flags.DEFINE_string('output_csv', None,
 
 def main(argv):
   del argv
+  console.quiet_libraries()
   rows = paper_tables.reproduce()
   header = (f'{"table":5} {"task":7} {"rounds":>6} {"MinS":>5} {"MaxP":>4} '
             f'{"zCDP paper":>10} {"zCDP ours":>10} {"eps paper":>9} '

@@ -42,6 +42,7 @@ import sys
 from absl import app
 from absl import flags
 
+from dpftrl_tff import console
 from dpftrl_tff import sweeps
 
 _AXES = flags.DEFINE_multi_string(
@@ -60,6 +61,7 @@ _ROOT = flags.DEFINE_string('root_output_dir', 'runs/sweep',
 
 def main(argv):
   extra_flags = argv[1:]
+  console.quiet_libraries()
   try:
     axes = sweeps.parse_axes(_AXES.value)
     ties = sweeps.parse_ties(_TIES.value, axes)

@@ -111,6 +111,18 @@ class RunAppTest(parameterized.TestCase):
           missing.append(str(path.relative_to(ROOT)))
     self.assertEmpty(missing)
 
+  def test_every_binary_quiets_library_logs(self):
+    # absl INFO lines from the libraries (the BLT optimizer's, once 102 of
+    # them in compare_mechanisms) are not a binary's output.
+    missing = []
+    for path in sorted((ROOT / 'experiments').glob('*.py')):
+      text = path.read_text()
+      if 'def main(' in text and not any(
+          call in text for call in ('console.run_main(',
+                                    'console.quiet_libraries()')):
+        missing.append(str(path.relative_to(ROOT)))
+    self.assertEmpty(missing)
+
 
 if __name__ == '__main__':
   absltest.main()
