@@ -54,6 +54,11 @@ class RunDirectoryError(ValueError):
   """The directory cannot be used for this run (the message says why)."""
 
 
+class ReadOnlyRunDirectory(RunDirectoryError):
+  """The run directory exists but cannot be written (read-only media or
+  permissions): a finished run there can still be reported."""
+
+
 def _tmp_path(path: str) -> str:
   return f'{path}{_TMP_MARK}{os.getpid()}'
 
@@ -170,6 +175,12 @@ class RunDirectory:
       os.makedirs(self.path, exist_ok=True)
       handle = open(self.file(LOCK_FILE), 'a+', encoding='utf-8')
     except OSError as e:
+      if os.path.isdir(self.path) and e.errno in (errno.EROFS, errno.EACCES,
+                                                   errno.EPERM):
+        raise ReadOnlyRunDirectory(
+            f'{self.path} cannot be written ({e.strerror or e}): a run there '
+            f'cannot start or resume; copy it to writable storage, or '
+            f'choose another --root_output_dir.') from None
       raise RunDirectoryError(
           f'Cannot create the run directory {self.path}: '
           f'{e.strerror or e}.') from None

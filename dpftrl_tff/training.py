@@ -147,25 +147,41 @@ def train(config: TrainConfig, *, train_data, eval_data, vocab: List[str],
   config, data_description = _prepare(config, train_data, vocab,
                                       data_description)
   run_dir = run_directory.RunDirectory(output_dir)
-  with run_dir.lock():
-    previous = run_dir.previous_hparams()
-    if previous is not None:
-      config = _keep_planned(given, config, previous, print_fn)
-      config, finished = _check_resumable(config, run_dir, previous,
-                                          data_description)
-      if finished is not None:
-        print_fn(f'{output_dir} is a finished run of {config.total_rounds} '
-                 f'rounds; nothing to do (raise --total_rounds to extend '
-                 f'it).')
-        return dict(finished, already_finished=True)
-    if config.seed is None:
-      config = dataclasses.replace(config, seed=config_lib.draw_seed())
-    config = _restore_run_parameters(config, run_dir)
-    return _train_locked(config, run_dir, previous, train_data=train_data,
-                         eval_data=eval_data, vocab=vocab,
-                         data_description=data_description,
-                         stop_after_round=stop_after_round,
-                         print_fn=print_fn, progress_stream=progress_stream)
+  try:
+    with run_dir.lock():
+      return _train_in_directory(
+          given, config, run_dir, train_data=train_data,
+          eval_data=eval_data, vocab=vocab,
+          data_description=data_description,
+          stop_after_round=stop_after_round, print_fn=print_fn,
+          progress_stream=progress_stream)
+  except run_directory.ReadOnlyRunDirectory as e:   # Raised by lock() only.
+    return _finished_read_only(given, config, run_dir, data_description,
+                               print_fn, e)
+
+
+def _train_in_directory(given, config, run_dir, *, train_data, eval_data,
+                        vocab, data_description, stop_after_round, print_fn,
+                        progress_stream):
+  """`train` once the run directory is locked."""
+  previous = run_dir.previous_hparams()
+  if previous is not None:
+    config = _keep_planned(given, config, previous, print_fn)
+    config, finished = _check_resumable(config, run_dir, previous,
+                                        data_description)
+    if finished is not None:
+      print_fn(f'{run_dir.path} is a finished run of {config.total_rounds} '
+               f'rounds; nothing to do (raise --total_rounds to extend '
+               f'it).')
+      return dict(finished, already_finished=True)
+  if config.seed is None:
+    config = dataclasses.replace(config, seed=config_lib.draw_seed())
+  config = _restore_run_parameters(config, run_dir)
+  return _train_locked(config, run_dir, previous, train_data=train_data,
+                       eval_data=eval_data, vocab=vocab,
+                       data_description=data_description,
+                       stop_after_round=stop_after_round,
+                       print_fn=print_fn, progress_stream=progress_stream)
 
 
 def _prepare(config: TrainConfig, train_data, vocab, data_description):
@@ -185,6 +201,24 @@ def _prepare(config: TrainConfig, train_data, vocab, data_description):
         data_description or {}, initial_weights=pretrained.check_compatible(
             config.initial_weights, vocab=vocab, config=config))
   return config, data_description
+
+
+def _finished_read_only(given, config, run_dir, data_description,
+                        print_fn, error):
+  """The summary of a finished run in a directory that cannot be written
+  (nothing is written, and nothing can write there, so no lock is
+  needed); otherwise `error`."""
+  previous = run_dir.previous_hparams()
+  if previous is None:
+    raise error
+  config = _keep_planned(given, config, previous, print_fn)
+  _, finished = _check_resumable(config, run_dir, previous, data_description)
+  if finished is None:
+    raise error
+  print_fn(f'{run_dir.path} is a finished run of {config.total_rounds} '
+           f'rounds on storage that cannot be written: nothing to do, '
+           f'nothing written.')
+  return dict(finished, already_finished=True)
 
 
 def _keep_planned(given: TrainConfig, planned: TrainConfig,

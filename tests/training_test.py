@@ -1,6 +1,7 @@
 """Tests of the training loop and the training binary."""
 
 import csv
+import errno
 import os
 import re
 import signal
@@ -245,6 +246,28 @@ class TrainingLoopTest(parameterized.TestCase):
       hparams = strict_json.load_file(f)
     self.assertEqual((hparams['total_rounds'], hparams['blt_min_separation']),
                      (4, 1))
+
+  def test_finished_run_on_read_only_storage_is_reported(self):
+    out = os.path.join(tempfile.mkdtemp(), 'run')
+    first = train(tiny_config(total_rounds=2), out)
+    real_open = open
+
+    def read_only(path, mode='r', *args, **kwargs):
+      if any(m in mode for m in 'wax+'):
+        raise OSError(errno.EROFS, 'Read-only file system', path)
+      return real_open(path, mode, *args, **kwargs)
+
+    messages = []
+    with mock.patch('builtins.open', read_only):
+      again = train(tiny_config(total_rounds=2), out,
+                    print_fn=messages.append)
+      self.assertTrue(again['already_finished'])
+      self.assertEqual(again['final_eval'], first['final_eval'])
+      self.assertIn('on storage that cannot be written', messages[-1])
+      # Extending it cannot happen there: one clear line.
+      with self.assertRaisesRegex(ValueError, 'cannot be written .*Read-only'
+                                  ' file system.*copy it to writable'):
+        train(tiny_config(total_rounds=3), out)
 
   def test_other_data_is_another_run(self):
     out = os.path.join(tempfile.mkdtemp(), 'run')
