@@ -229,7 +229,8 @@ class TrainConfig:
   def validate(self):
     """Raises ValueError naming the flag for any bad value (run when the
     config is made; data-dependent checks are `check_data`'s)."""
-    checks.check_int(self.total_rounds, '--total_rounds', minimum=1)
+    checks.check_int(self.total_rounds, '--total_rounds', minimum=1,
+                     maximum=MAX_ROUNDS)
     checks.check_int(self.clients_per_round, '--clients_per_round', minimum=1)
     for name in ('client_lr', 'server_lr'):
       checks.check_float(getattr(self, name), f'--{name}', minimum=0,
@@ -328,6 +329,11 @@ class TrainConfig:
 
 
 LEARNING_RATE_FIELDS = ('client_lr', 'server_lr', 'server_momentum')
+
+# --total_rounds at most: 25 times the paper's longest launches (about 4,000
+# rounds); a typo such as 20000000 fails at once instead of running for
+# years (each round is seconds to minutes here).
+MAX_ROUNDS = 100_000
 
 
 def draw_seed() -> int:

@@ -407,6 +407,8 @@ _BAD_INPUT = (
     ('negative_noise', ['--noise_multiplier=-1'], '--noise_multiplier'),
     ('nan_noise', ['--noise_multiplier=nan'], '--noise_multiplier'),
     ('zero_clip', ['--clip_norm=0'], '--clip_norm'),
+    ('absurd_rounds', ['--total_rounds=20000000'],
+     '--total_rounds must be an integer <= 100000, got 20000000.'),
     ('too_many_clients', ['--clients_per_round=100000'],
      '--clients_per_round'),
     ('unknown_aggregator', ['--aggregator=dp_sgd'], '--aggregator'),
