@@ -162,12 +162,17 @@ def summary_text(summary: Dict[str, Any]) -> str:
     lines.append('(Already finished: the result of the earlier run.)')
   final = summary.get('final_eval')
   if final:
+    top3 = ''
+    if final.get('in_vocab_top3_accuracy') is not None:
+      top3 = (f', top-3 {number(final.get("in_vocab_top3_accuracy"))} '
+              f'(baseline, the three most frequent words: '
+              f'{number(summary.get("unigram_top3_baseline_accuracy"))})')
     lines.append(
         f'Final eval in-vocab accuracy: '
         f'{number(final.get("in_vocab_accuracy"))} '
         f'(loss {number(final.get("loss"))}) after {summary["rounds"]} '
         f'rounds; unigram baseline (always the most frequent word) '
-        f'{number(summary.get("unigram_baseline_accuracy"))}')
+        f'{number(summary.get("unigram_baseline_accuracy"))}{top3}')
   lines += _explosion_lines(summary.get('training_loss_explosion'))
   privacy = summary.get('privacy')
   hypothetical = summary.get(privacy_report.UNPREDICTABLE_NOISE_KEY)

@@ -1,9 +1,11 @@
-"""Next-word loss and in-vocab accuracy.
+"""Next-word loss and in-vocab accuracy (top-1 and top-3).
 
 In-vocab accuracy is top-1 accuracy over the target tokens that are real
 vocabulary words: pad, OOV and EOS targets are excluded (BOS is never a
-target), the metric of Reddi et al. 2020 and Kairouz et al. 2021. The loss is
-the mean cross-entropy over non-pad targets.
+target), the metric of Reddi et al. 2020 and Kairouz et al. 2021. Top-3
+in-vocab accuracy counts a target as right when it is among the model's
+three highest logits (a keyboard's three suggestions), over the same
+targets. The loss is the mean cross-entropy over non-pad targets.
 """
 
 import tensorflow as tf
@@ -34,27 +36,39 @@ class MaskedCrossEntropy(tf.keras.losses.Loss):
 
 @tf.keras.utils.register_keras_serializable(package='dpftrl_tff')
 class InVocabAccuracy(tf.keras.metrics.Mean):
-  """Top-1 accuracy excluding pad, OOV and EOS targets."""
+  """Top-k accuracy (default top-1) excluding pad, OOV and EOS targets.
 
-  def __init__(self, vocab_size: int, name='in_vocab_accuracy', **kwargs):
+  Top-1 is the argmax; top-k (k > 1) counts the target when it is among the
+  k highest logits (`tf.math.top_k`, ties to the lower id as argmax).
+  """
+
+  def __init__(self, vocab_size: int, name=None, k: int = 1, **kwargs):
+    if name is None:
+      name = 'in_vocab_accuracy' if k == 1 else f'in_vocab_top{k}_accuracy'
     super().__init__(name=name, **kwargs)
     self.vocab_size = vocab_size
+    self.k = int(k)
     pad, oov, _, eos = data.special_ids(vocab_size)
     self._excluded = (pad, oov, eos)
 
   def update_state(self, y_true, y_pred, sample_weight=None):
     del sample_weight
     y_true = tf.cast(y_true, tf.int64)
-    predicted = tf.argmax(y_pred, axis=-1, output_type=tf.int64)
     mask = tf.ones_like(y_true, dtype=tf.bool)
     for token in self._excluded:
       mask = tf.logical_and(mask, tf.not_equal(y_true, token))
-    correct = tf.cast(tf.equal(y_true, predicted), tf.float32)
+    if self.k == 1:
+      predicted = tf.argmax(y_pred, axis=-1, output_type=tf.int64)
+      correct = tf.cast(tf.equal(y_true, predicted), tf.float32)
+    else:
+      top = tf.cast(tf.math.top_k(y_pred, self.k).indices, tf.int64)
+      correct = tf.cast(tf.reduce_any(tf.equal(top, y_true[..., None]),
+                                      axis=-1), tf.float32)
     return super().update_state(tf.boolean_mask(correct, mask))
 
   def get_config(self):
     config = super().get_config()
-    config['vocab_size'] = self.vocab_size
+    config.update(vocab_size=self.vocab_size, k=self.k)
     return config
 
 

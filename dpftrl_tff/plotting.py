@@ -104,14 +104,16 @@ def training_curves(path, rows):
   panels = []
   for ylabel, keys in (('loss', ('train_loss', 'eval_loss')),
                        ('in-vocab accuracy', ('train_in_vocab_accuracy',
-                                              'eval_in_vocab_accuracy'))):
+                                              'eval_in_vocab_accuracy',
+                                              'eval_in_vocab_top3_accuracy'))):
     series = []
     for key in keys:
       points = [(r['round'], r[key]) for r in rows
                 if isinstance(r.get(key), (int, float))]
       if points:
         xs, ys = zip(*points)
-        series.append((key.split('_')[0], xs, ys))
+        series.append(('eval top-3' if 'top3' in key else key.split('_')[0],
+                       xs, ys))
     panels.append((ylabel, series, False))
   panels_plot(path, panels, xlabel='round')
 

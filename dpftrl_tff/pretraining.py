@@ -87,14 +87,17 @@ def batches(sentences: tf.data.Dataset, vocab: Sequence[str], *,
 def evaluate(model, dataset, vocab_size: int) -> Dict[str, float]:
   loss = lm_metrics.MaskedCrossEntropy()
   accuracy = lm_metrics.InVocabAccuracy(vocab_size)
+  top3 = lm_metrics.InVocabAccuracy(vocab_size, k=3)
   total, count = 0.0, 0
   for x, y in dataset:
     logits = model(x, training=False)
     total += float(loss(y, logits)) * int(x.shape[0])
     count += int(x.shape[0])
     accuracy.update_state(y, logits)
+    top3.update_state(y, logits)
   return dict(loss=total / max(1, count),
-              in_vocab_accuracy=float(accuracy.result()))
+              in_vocab_accuracy=float(accuracy.result()),
+              in_vocab_top3_accuracy=float(top3.result()))
 
 
 def pretrain(train_config, pretrain_config: PretrainConfig, *,
@@ -221,7 +224,9 @@ def _train_steps(model, optimizer, state, dataset, *, run_dir, start: int,
       if evaluated:
         last_eval = evaluate(model, eval_dataset, vocab_size)
         row.update(eval_loss=last_eval['loss'],
-                   eval_in_vocab_accuracy=last_eval['in_vocab_accuracy'])
+                   eval_in_vocab_accuracy=last_eval['in_vocab_accuracy'],
+                   eval_in_vocab_top3_accuracy=last_eval[
+                       'in_vocab_top3_accuracy'])
       rows.append(row)
       if step % pretrain_config.steps_per_checkpoint == 0 or step == end:
         run_dir.save_checkpoint([v.numpy() for v in state], step)

@@ -124,6 +124,8 @@ class RoundRecorder:
       self.last_eval = self._evaluator()
       row['eval_loss'] = self.last_eval['loss']
       row['eval_in_vocab_accuracy'] = self.last_eval['in_vocab_accuracy']
+      row['eval_in_vocab_top3_accuracy'] = self.last_eval[
+          'in_vocab_top3_accuracy']
     self._writer.write(row)
     if done % config.rounds_per_checkpoint == 0 or done == self._end_round:
       leaves = tree.flatten(self._runner.materialize(new_state))

@@ -457,6 +457,8 @@ def _finish(config, run_dir, run: _Run, state, *, recorder, log, sampler,
                  final_eval=recorder.last_eval,
                  training_loss_explosion=recorder.explosion(),
                  unigram_baseline_accuracy=run.evaluator.unigram_baseline(),
+                 unigram_top3_baseline_accuracy=(
+                     run.evaluator.unigram_top3_baseline()),
                  **run_privacy.split_by_noise_seed(
                      config, run_privacy.privacy_spent(config, end_round,
                                                        log, sampler)),

@@ -90,6 +90,24 @@ class PreprocessTest(parameterized.TestCase):
     metric.update_state(y_true, tf.one_hot(predicted, 7))
     self.assertAlmostEqual(float(metric.result()), 0.5)
 
+  def test_top3_in_vocab_accuracy_against_numpy(self):
+    rng = np.random.default_rng(0)
+    vocab_size, num_ids = 20, 24
+    y_true = rng.integers(0, num_ids, size=(6, 9))
+    logits = rng.normal(size=(6, 9, num_ids)).astype(np.float32)
+    metric = metrics.InVocabAccuracy(vocab_size=vocab_size, k=3)
+    self.assertEqual(metric.name, 'in_vocab_top3_accuracy')
+    metric.update_state(tf.constant(y_true), tf.constant(logits))
+    pad, oov, _, eos = data.special_ids(vocab_size)
+    keep = ~np.isin(y_true, [pad, oov, eos])
+    top3 = np.argsort(-logits, axis=-1)[..., :3]
+    hit = (top3 == y_true[..., None]).any(axis=-1)
+    self.assertAlmostEqual(float(metric.result()), hit[keep].mean(), places=6)
+    # Top-3 is at least top-1 on the same predictions.
+    top1 = metrics.InVocabAccuracy(vocab_size=vocab_size)
+    top1.update_state(tf.constant(y_true), tf.constant(logits))
+    self.assertLessEqual(float(top1.result()), float(metric.result()))
+
   def test_word_count_file(self):
     path = os.path.join(tempfile.mkdtemp(), 'wc')
     with open(path, 'w') as f:

@@ -40,10 +40,12 @@ def _config(aggregator='dp_ftrl', **overrides):
       clients_per_round=6, total_rounds=4, vocab_size=_VOCAB, latent_size=8,
       embedding_size=4, aggregator=aggregator,
       noise_multiplier=0.0 if aggregator == 'none' else 0.5,
-      clip_norm=0.5, initial_clip_norm=0.05, restart_warmup=1,
-      restart_frequency=2, clipped_count_stddev=1.0, secagg_scale=64.0,
+      clip_norm=0.5, secagg_scale=64.0,
       max_elements_per_client=16, client_batch_size=4, seed=3, noise_seed=11,
       rounds_per_eval=2, rounds_per_checkpoint=1, num_eval_examples=50)
+  if aggregator == 'dp_ftrl_adaptive':   # Refused by the other mechanisms.
+    values.update(initial_clip_norm=0.05, restart_warmup=1,
+                  restart_frequency=2, clipped_count_stddev=1.0)
   values.update(overrides)
   return training.TrainConfig(**values)
 

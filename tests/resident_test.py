@@ -22,14 +22,16 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _config(aggregator, secagg=False):
+  adaptive = dict(initial_clip_norm=0.05, restart_warmup=1,
+                  restart_frequency=2, clipped_count_stddev=1.0)
   return training.TrainConfig(
       clients_per_round=3, vocab_size=_VOCAB, latent_size=6,
       embedding_size=4, aggregator=aggregator, secagg=secagg,
       secagg_scale=64.0, clip_norm=0.5,
       noise_multiplier=0.0 if aggregator == 'none' else 0.5,
-      initial_clip_norm=0.05, restart_warmup=1, restart_frequency=2,
-      clipped_count_stddev=1.0,
-      seed=0, noise_seed=11)
+      seed=0, noise_seed=11,
+      # Algorithm 1's settings only where they apply (refused elsewhere).
+      **(adaptive if aggregator == 'dp_ftrl_adaptive' else {}))
 
 
 def _dataset(seed, sentences=4):

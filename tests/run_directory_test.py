@@ -177,13 +177,13 @@ class RunDirectoryTest(absltest.TestCase):
       f.write(b'x' * 1000)   # Part of the checkpoint got written.
       raise OSError(errno.ENOSPC, 'No space left on device')
 
-    original = np.savez
-    np.savez = full_disk
+    original = run_directory.save_npz
+    run_directory.save_npz = full_disk
     try:
       with self.assertRaises(OSError) as caught:
         run.save_checkpoint([np.ones(3)], 7)
     finally:
-      np.savez = original
+      run_directory.save_npz = original
     path = os.path.join(run.path, run_directory.CHECKPOINT_DIR,
                         'round_7.npz')
     self.assertEqual(caught.exception.filename, path)

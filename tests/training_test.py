@@ -200,6 +200,15 @@ class TrainingLoopTest(parameterized.TestCase):
     with open(os.path.join(full, training.SUMMARY_FILE)) as f:
       summary = strict_json.load_file(f)
     self.assertGreater(run_privacy.accounted(summary)['zcdp'], 0)
+    # Top-1 and top-3 in every evaluation, with their unigram baselines.
+    final = summary['final_eval']
+    self.assertBetween(final['in_vocab_top3_accuracy'],
+                       final['in_vocab_accuracy'], 1.0)
+    self.assertBetween(summary['unigram_top3_baseline_accuracy'],
+                       summary['unigram_baseline_accuracy'], 1.0)
+    self.assertEqual(float(full_rows[-1]['eval_in_vocab_top3_accuracy']),
+                     final['in_vocab_top3_accuracy'])
+    self.assertIn(', top-3 ', console.summary_text(summary))
     # A fixed --noise_seed: no guarantee is stated, the figures are labelled.
     self.assertIsNone(summary['privacy'])
     self.assertEqual(
