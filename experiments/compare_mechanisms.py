@@ -42,6 +42,7 @@ from dpftrl_tff import plotting
 from dpftrl_tff import run_directory
 from dpftrl_tff.accounting import blt_optimizer
 from dpftrl_tff.accounting import paper_tables
+from dpftrl_tff.accounting import sampled_gaussian
 from dpftrl_tff import training_runs
 
 _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'docs/figures',
@@ -75,6 +76,14 @@ def compare_row(rounds, min_separation, max_participation,
       max_participation=max_participation, min_separation=min_separation,
       blt=blt, with_epsilon=False)
   z_blt = math.sqrt(blt_report.sensitivity_squared / (2 * tree.zcdp))
+  # DP-FedAvg with Poisson sampling at the rate of the population that
+  # allows this MinS at the report goal, N = (MinS + 1) m: q = 1 / (MinS + 1).
+  # It ASSUMES sampling the production system cannot guarantee.
+  sampling_probability = 1.0 / (min_separation + 1)
+  fedavg = sampled_gaussian.poisson_gaussian_privacy(
+      noise_multiplier=noise_multiplier,
+      sampling_probability=sampling_probability, rounds=rounds,
+      delta=accounting.DEFAULT_DELTA)
   tree_std = noise_multiplier * np.sqrt(
       accounting.tree_prefix_variance(rounds))
   blt_std = z_blt * np.sqrt(accounting.blt_prefix_variance(blt, rounds))
@@ -83,6 +92,10 @@ def compare_row(rounds, min_separation, max_participation,
       max_participation=max_participation,
       noise_multiplier=noise_multiplier, tree_zcdp=tree.zcdp,
       blt_zcdp=blt_report.zcdp, blt_noise_multiplier_at_tree_zcdp=z_blt,
+      tree_epsilon=accounting.epsilon_pld(tree.zcdp),
+      blt_epsilon=accounting.epsilon_pld(blt_report.zcdp),
+      dp_fedavg_sampling_probability=sampling_probability,
+      dp_fedavg_epsilon=fedavg.epsilon,
       tree_max_noise_std=float(tree_std.max()),
       blt_max_noise_std=float(blt_std.max()),
       std_ratio=float(blt_std.max() / tree_std.max()),
@@ -107,7 +120,9 @@ def compare_paper_rows():
 def _write_privacy(rows, output_dir):
   os.makedirs(output_dir, exist_ok=True)
   fields = ['task', 'rounds', 'min_separation', 'max_participation',
-            'noise_multiplier', 'tree_zcdp', 'blt_zcdp',
+            'noise_multiplier', 'tree_zcdp', 'blt_zcdp', 'tree_epsilon',
+            'blt_epsilon', 'dp_fedavg_sampling_probability',
+            'dp_fedavg_epsilon',
             'blt_noise_multiplier_at_tree_zcdp', 'tree_max_noise_std',
             'blt_max_noise_std', 'std_ratio', 'blt_num_buffers',
             'blt_buf_decay', 'blt_output_scale']
@@ -135,15 +150,24 @@ def _print_privacy(rows):
         f'optimized for each (T, MinS, MaxP), max error.')
   print(f'{"task":7} {"T":>5} {"MinS":>5} {"MaxP":>4} {"tree zCDP":>9} '
         f'{"BLT zCDP":>9} {"z_BLT":>7} {"std tree":>9} {"std BLT":>8} '
-        f'{"ratio":>6} {"buf":>3}')
+        f'{"ratio":>6} {"buf":>3} {"eps tree":>8} {"eps BLT":>8} '
+        f'{"eps FedAvg*":>11}')
   for r in rows:
     print(f'{r["task"]:7} {r["rounds"]:5d} {r["min_separation"]:5d} '
           f'{r["max_participation"]:4d} {r["tree_zcdp"]:9.4f} '
           f'{r["blt_zcdp"]:9.4f} {r["blt_noise_multiplier_at_tree_zcdp"]:7.3f} '
           f'{r["tree_max_noise_std"]:9.2f} {r["blt_max_noise_std"]:8.2f} '
-          f'{r["std_ratio"]:6.3f} {r["blt_num_buffers"]:3d}')
+          f'{r["std_ratio"]:6.3f} {r["blt_num_buffers"]:3d} '
+          f'{r["tree_epsilon"]:8.3f} {r["blt_epsilon"]:8.3f} '
+          f'{r["dp_fedavg_epsilon"]:11.4f}')
   print('z_BLT: the BLT\'s noise multiplier for the tree\'s zCDP. std: max '
-        'over rounds of the prefix-sum noise std / C at that equal zCDP.')
+        'over rounds of the prefix-sum noise std / C at that equal zCDP. '
+        f'eps: at delta {accounting.DEFAULT_DELTA:g}, z = '
+        f'{paper_tables.NOISE_MULTIPLIER:g} for all three.')
+  print('* DP-FedAvg (Gaussian noise z C each round) with Poisson sampling '
+        'at q = 1 / (MinS + 1), the rate of the population that allows the '
+        'row\'s MinS: it ' + sampled_gaussian.ASSUMPTION + '. Not a '
+        'guarantee the paper\'s launches could claim.')
 
 
 def train_comparison(root, flagfile, z_tree, seed, output_dir):
