@@ -104,6 +104,27 @@ CASES = ('keras', 'keras_in_memory', 'tff_none', 'tff_empty', 'tff_dp_ftrl',
          'tff_adaptive', 'tff_secagg', 'tff_blt', 'agg_none', 'agg_dp_ftrl',
          'agg_adaptive', 'agg_secagg', 'agg_blt')
 _CASES = flags.DEFINE_list('cases', list(CASES), 'Cases to run.')
+_JSON = flags.DEFINE_bool(
+    'json', False, 'Also print one line of JSON at the end: {case: '
+    '{seconds_per_round, cpu_seconds_per_round, sequences_per_round, '
+    'gflop_per_cpu_second}} (keys "case@clients" with several --clients).')
+
+
+def flop_per_sequence(vocab_size: int, latent_size: int, embedding_size: int,
+                      sequence_length: int = 20) -> float:
+  """Matmul FLOPs of training the CIFG on one sequence, forward and backward.
+
+  Per token, forward: the CIFG's input and recurrent kernels 2 x 2 E 3N, its
+  projection 2 N E, the output layer 2 E V' (V' = V + 4 ids): 14 E N + 2 E V';
+  the backward pass twice that (gradients for inputs and weights), so
+  42 E N + 6 E V' per token (8.46 MFLOP at the paper's size). Element-wise
+  work is not counted: GFLOP per CPU-second is the matmul rate the training
+  achieves, against the machine's peak (docs/performance.md).
+  """
+  num_ids = vocab_size + 4
+  per_token = (42 * embedding_size * latent_size +
+               6 * embedding_size * num_ids)
+  return float(sequence_length * per_token)
 
 
 def _cache_dir():
@@ -246,9 +267,16 @@ def _keras_round(config):
   """A round of plain Keras training (the baseline): run_round(cohort)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import learning_process  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff import metrics  # pylint: disable=g-import-not-at-top
   model = learning_process.build_keras_model(config)
-  loss_fn = metrics.MaskedCrossEntropy()
+  # The standard Keras loss, masked as a user would (the yardstick; the
+  # project's own loss is written for speed, `metrics.MaskedCrossEntropy`).
+  keras_loss = tf.keras.losses.SparseCategoricalCrossentropy(
+      from_logits=True)
+
+  def loss_fn(y, logits):
+    return keras_loss(y, logits,
+                      sample_weight=tf.cast(tf.not_equal(y, 0), tf.float32))
+
   opt = tf.keras.optimizers.SGD(config.client_lr)
   global_weights = [tf.Variable(w) for w in model.trainable_variables]
   spec = tf.TensorSpec([None, config.sequence_length], tf.int64)
@@ -396,13 +424,19 @@ def _median(values):
 
 
 def _summary(runs):
-  """Per case: the median of its runs' figures (runs: that case's results)."""
+  """Per case: the median of its runs' figures (runs: that case's results),
+  and the GFLOP of client training per CPU-second (`flop_per_sequence`)."""
   if not runs:
     return None
   keys = ('seconds_per_round', 'cpu_seconds_per_round',
           'sequences_per_second', 'sequences_per_round', 'peak_memory_mb')
-  return dict({k: _median([r[k] for r in runs]) for k in keys},
-              runs=len(runs))
+  out = dict({k: _median([r[k] for r in runs]) for k in keys},
+             runs=len(runs))
+  flop = flop_per_sequence(_VOCAB.value, _LATENT.value, _EMBEDDING.value)
+  out['gflop_per_cpu_second'] = (
+      out['sequences_per_round'] * flop / out['cpu_seconds_per_round'] / 1e9
+      if out['cpu_seconds_per_round'] else None)
+  return out
 
 
 def _overhead(runs_by_case, base, case, key='seconds_per_round'):
@@ -475,6 +509,7 @@ def _run_all(workers=None):
             f'{m["sequences_per_round"]:6.0f} seq/round '
             f'{m["sequences_per_second"]:7.1f} seq/s '
             f'{m["cpu_seconds_per_round"]:7.2f} CPU-s/round '
+            f'{m["gflop_per_cpu_second"] or 0:6.1f} GFLOP/CPU-s '
             f'peak {m["peak_memory_mb"]:7.0f} MB')
     for base, label in (('keras', 'TFF/Keras throughput'),
                         ('keras_in_memory', 'TFF/in-memory Keras throughput')):
@@ -503,6 +538,18 @@ def _run_all(workers=None):
     _print_aggregation_cost(medians, 'agg_dp_ftrl', 'agg_blt', 'tff_dp_ftrl',
                             'BLT noise', ' (goal <= 5% at 50 clients)')
   return all_medians
+
+
+def json_line(all_medians):
+  """--json's object: {case: figures}, or {"case@clients": figures} when
+  the run measured several cohort sizes."""
+  keys = ('seconds_per_round', 'cpu_seconds_per_round',
+          'sequences_per_round', 'gflop_per_cpu_second')
+  several = len(all_medians) > 1
+  return {(f'{case}@{clients}' if several else case):
+          {k: m[k] for k in keys}
+          for clients, medians in all_medians.items()
+          for case, m in medians.items() if m}
 
 
 def _start_pinned_workers(count):
@@ -546,7 +593,9 @@ def main(argv):
   if _START_WORKERS.value and _WORKERS.value:
     raise app.UsageError('--workers and --start_workers exclude each other.')
   if not _START_WORKERS.value:
-    _run_all(_WORKERS.value)
+    all_medians = _run_all(_WORKERS.value)
+    if _JSON.value:
+      print(json.dumps(json_line(all_medians), sort_keys=True))
     return 0
   counts = [int(c) for c in _START_WORKERS.value]
   by_count = {}
