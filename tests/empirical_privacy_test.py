@@ -106,7 +106,7 @@ class EstimatorTest(parameterized.TestCase):
     # drawn as the Gaussian mechanism gives them: unseen N(0, 1/d), seen
     # N(mu, 1/d) with mu / (1/sqrt(d)) the sensitivity over the noise whose
     # epsilon is 5. The default estimator's mean is within 10% of the truth
-    # (measured: -2.5%, docs/empirical_privacy.md); the earlier one's is far
+    # (measured: +1.6%, docs/empirical_privacy.md); the earlier one's is far
     # above it (+25%), so this test tells the two apart.
     d, n, delta, truth, trials = 20000, 1000, 1e-10, 5.0, 40
     std = 1 / math.sqrt(d)
