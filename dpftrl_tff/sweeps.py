@@ -232,7 +232,7 @@ def _plots(root: str, prefix: str, table: List[Dict], axes: Dict[str, List],
     print(f'No {prefix}_heatmap.png: the grid varies {len(varying)} '
           f'ax{"i" if len(varying) == 1 else "e"}s '
           f'({", ".join(varying) or "none"}); a heatmap needs exactly two. '
-          f'{prefix}_summary.csv and {prefix}_frontier.png have the points.',
+          f'{prefix}_summary.csv has every point.',
           flush=True)
   use_launch = all(r.get('launch_epsilon') is not None for r in table)
   key = 'launch_epsilon' if use_launch else 'epsilon'

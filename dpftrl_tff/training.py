@@ -166,14 +166,11 @@ def _train_in_directory(given, config, run_dir, *, train_data, eval_data,
   """`train` once the run directory is locked."""
   previous = run_dir.previous_hparams()
   if previous is not None:
-    config = _keep_planned(given, config, previous, print_fn)
-    config, finished = _check_resumable(config, run_dir, previous,
-                                        data_description)
+    config, finished = _resumed(given, config, run_dir, previous,
+                                data_description, print_fn,
+                                'raise --total_rounds to extend it')
     if finished is not None:
-      print_fn(f'{run_dir.path} is a finished run of {config.total_rounds} '
-               f'rounds; nothing to do (raise --total_rounds to extend '
-               f'it).')
-      return dict(finished, already_finished=True)
+      return finished
   if config.seed is None:
     config = dataclasses.replace(config, seed=config_lib.draw_seed())
   config = _restore_run_parameters(config, run_dir)
@@ -211,14 +208,27 @@ def _finished_read_only(given, config, run_dir, data_description,
   previous = run_dir.previous_hparams()
   if previous is None:
     raise error
-  config = _keep_planned(given, config, previous, print_fn)
-  _, finished = _check_resumable(config, run_dir, previous, data_description)
+  _, finished = _resumed(given, config, run_dir, previous, data_description,
+                         print_fn, 'on storage that cannot be written; '
+                         'nothing written')
   if finished is None:
     raise error
+  return finished
+
+
+def _resumed(given, config, run_dir, previous, data_description, print_fn,
+             finished_note: str):
+  """(config of the run `previous` describes, with what it planned at its
+  start; its summary marked `already_finished` when it is finished, said
+  with `finished_note`, else None)."""
+  config = _keep_planned(given, config, previous, print_fn)
+  config, finished = _check_resumable(config, run_dir, previous,
+                                      data_description)
+  if finished is None:
+    return config, None
   print_fn(f'{run_dir.path} is a finished run of {config.total_rounds} '
-           f'rounds on storage that cannot be written: nothing to do, '
-           f'nothing written.')
-  return dict(finished, already_finished=True)
+           f'rounds; nothing to do ({finished_note}).')
+  return config, dict(finished, already_finished=True)
 
 
 def _keep_planned(given: TrainConfig, planned: TrainConfig,

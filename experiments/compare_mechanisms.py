@@ -13,6 +13,10 @@ and prints:
     the clip norm C (divide by the report goal m for the model update):
     z sqrt(max_t Var_t), with Var_t the tree's (`tree_prefix_variance`) or
     the BLT's (`blt_prefix_variance`) per-round variance, and their ratio.
+  * epsilon at delta 1e-10 of the tree, the BLT and, for comparison only,
+    DP-FedAvg with Poisson sampling at q = 1 / (MinS + 1) at the same z and
+    T (`accounting.sampled_gaussian`), which assumes sampling the
+    production system cannot guarantee.
 
 It writes compare_mechanisms.csv and compare_mechanisms.png (noise std per
 round at the de-DE setting, and the ratio per row) into --output_dir.
