@@ -198,6 +198,11 @@ class TrainConfig:
   num_eval_examples: int = _field(
       10000, 'Sentences of the held-out split used for evaluation.',
       resumable=True)
+  eval_sentences_per_author: int = _field(
+      20, 'At most this many of the --num_eval_examples sentences come from '
+      'one held-out author (client), so that no author dominates the '
+      'evaluation; 0: no cap (each author\'s sentences in turn).',
+      resumable=True)
   rounds_per_checkpoint: int = _field(
       10, 'Checkpoint every this many rounds.', resumable=True)
   allow_changed_learning_rates: bool = _field(
@@ -244,6 +249,8 @@ class TrainConfig:
       checks.check_int(getattr(self, name), f'--{name}', minimum=1)
     checks.check_int(self.shuffle_buffer_size, '--shuffle_buffer_size',
                      minimum=0)
+    checks.check_int(self.eval_sentences_per_author,
+                     '--eval_sentences_per_author', minimum=0)
     if self.noise_seed is not None:
       checks.check_int(self.noise_seed, '--noise_seed', minimum=0)
     if self.seed is not None:

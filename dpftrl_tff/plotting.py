@@ -154,3 +154,32 @@ def frontier_plot(path, points, labels, frontier_indices, *, xlabel, ylabel,
                 textcoords='offset points')
   ax.set_xscale('log')
   _save(fig, ax, path, title=title, xlabel=xlabel, ylabel=ylabel)
+
+
+def bar_plot(path, labels, values, *, title, ylabel, reference=()):
+  """A PNG of one bar per label, with horizontal (label, y) references."""
+  fig, ax = _subplots(figsize=(max(4.0, 0.9 * len(labels) + 1.5), 3.8),
+                      dpi=120)
+  ax.bar(range(len(labels)), values, color='tab:blue')
+  ax.set_xticks(range(len(labels)), labels, rotation=30, ha='right',
+                fontsize=7)
+  for label, y in reference:
+    ax.axhline(y, color='gray', linestyle='--', linewidth=1, label=label)
+  _save(fig, ax, path, title=title, xlabel='', ylabel=ylabel)
+
+
+def choice_plot(path, xs, ys, *, chosen, hlines, title, xlabel, ylabel,
+                logx=False, logy=False):
+  """A PNG of a curve of tried points, the chosen point marked, and
+  horizontal (label, y) lines such as a target."""
+  fig, ax = _subplots(figsize=(5.4, 3.9), dpi=120)
+  ax.plot(xs, ys, marker='o', linewidth=1.3, label='tried')
+  ax.scatter([chosen[0]], [chosen[1]], s=90, facecolors='none',
+             edgecolors='tab:red', linewidths=2, label='chosen', zorder=3)
+  for (label, y), style in zip(hlines, ('--', ':', '-.')):
+    ax.axhline(y, color='gray', linestyle=style, linewidth=1, label=label)
+  if logx:
+    ax.set_xscale('log')
+  if logy:
+    ax.set_yscale('log')
+  _save(fig, ax, path, title=title, xlabel=xlabel, ylabel=ylabel)

@@ -348,7 +348,8 @@ def _build_run(config, run_dir, previous, *, train_data, eval_data, vocab,
       shuffle_buffer_size=config.shuffle_buffer_size)
   eval_dataset = data.build_eval_dataset(
       eval_data, vocab, num_examples=config.num_eval_examples,
-      sequence_length=config.sequence_length)
+      sequence_length=config.sequence_length,
+      per_client=config.eval_sentences_per_author)
   chosen = probes_lib.choose_canaries(config, len(train_data.client_ids))
   process = learning_process.build_learning_process(config, chosen)
   # Built after TFF has traced its graphs: Keras invalidates models made

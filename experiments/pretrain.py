@@ -75,6 +75,9 @@ _SEED = flags.DEFINE_integer('seed', 0,
                              'Seed of the model init and the shuffling.')
 # The model: the fine-tuning run's flags of the same names.
 _MODEL = config_lib.define_flags(only=pretrained.MODEL_FIELDS)
+# The evaluation's cap per author, declared once in TrainConfig.
+_EVAL_PER_AUTHOR = config_lib.define_flags(
+    only=['eval_sentences_per_author'])['eval_sentences_per_author']
 flags.adopt_module_key_flags(config_lib)
 flags.adopt_module_key_flags(data_flags)
 
@@ -87,8 +90,9 @@ def run() -> dict:
   from dpftrl_tff import public_corpus
   from dpftrl_tff import learning_process
   # pylint: enable=g-import-not-at-top
-  config = dataclasses.replace(config_lib.from_flags(_MODEL),
-                               seed=_SEED.value)   # Validated when made.
+  config = dataclasses.replace(
+      config_lib.from_flags(_MODEL), seed=_SEED.value,
+      eval_sentences_per_author=_EVAL_PER_AUTHOR.value)  # Validated when made.
   so = data_flags.load(_ROOT.value, config.vocab_size)
   if _TFDS_NAME.value == public_corpus.EMBEDDED_NAME:
     data_dir = _TFDS_DIR.value or os.path.join(_ROOT.value, 'tfds')
@@ -116,7 +120,8 @@ def run() -> dict:
         f'vocabulary of {so.cache_dir}; output in {_OUTPUT.value}')
   eval_dataset = data.build_eval_dataset(
       so.heldout, so.vocab, num_examples=_EVAL_EXAMPLES.value,
-      sequence_length=config.sequence_length)
+      sequence_length=config.sequence_length,
+      per_client=_EVAL_PER_AUTHOR.value)
   metadata = pretraining.pretrain(
       config, pretraining.PretrainConfig(
           steps=_STEPS.value, batch_size=_BATCH.value,

@@ -119,6 +119,27 @@ class PreprocessTest(parameterized.TestCase):
       data.load_word_counts_file(path, 2)
 
 
+class EvalDatasetTest(absltest.TestCase):
+
+  def test_at_most_per_client_sentences_from_each_author(self):
+    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    sizes = dict(prolific=50, short=2, middle=5)
+    client_data = tff.simulation.datasets.TestClientData({
+        name: collections.OrderedDict(tokens=[
+            f'{name} said word{i}' for i in range(n)])
+        for name, n in sizes.items()})
+    vocab = ['said'] + [f'word{i}' for i in range(50)] + list(sizes)
+
+    def count(**kwargs):
+      dataset = data.build_eval_dataset(client_data, vocab, num_examples=100,
+                                        **kwargs)
+      return sum(int(x.shape[0]) for x, _ in dataset)
+
+    self.assertEqual(count(per_client=3), 3 + 2 + 3)
+    self.assertEqual(count(per_client=0), 57)   # No cap: every sentence.
+    self.assertEqual(count(), 57)
+
+
 class ClientShuffleTest(absltest.TestCase):
 
   def _first_batch(self, key, buffer_size):

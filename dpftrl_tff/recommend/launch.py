@@ -1,0 +1,202 @@
+"""The launch half of a recommendation: report goal, noise, timer, privacy.
+
+Practices 3 and 4 of the paper's Sec. 2.5 on a planned population: the noise
+per client z / m found in simulation is kept, the report goal raised until
+DP-FTRL's privacy over the launch's rounds meets the target (`policy.
+report_goal`), and the timer set so that MinS approaches the largest the
+population allows (`policy.timer`, on the timer model's simulation of the
+population). Every privacy figure is `planned_privacy.build_report`'s, the
+function `privacy_accountant` prints, so the launch flag file given to that
+binary prints the same epsilon.
+"""
+
+import dataclasses
+import math
+from typing import Callable, Dict, List, Optional, Sequence
+
+from dpftrl_tff import accounting
+from dpftrl_tff import participation
+from dpftrl_tff import planned_privacy
+from dpftrl_tff.recommend import policy
+
+AGGREGATOR = 'dp_ftrl'
+# Report goals whose timer-model participation is simulated, at most: the
+# smallest meeting the target under ideal participation, the geometric
+# middle to the largest, and the largest.
+MAX_SIMULATED_REPORT_GOALS = 3
+
+
+def privacy(*, rounds: int, report_goal: int, noise_multiplier: float,
+            min_separation: int, max_participation: int,
+            delta: float) -> Dict:
+  """The accountant's report (`privacy_accountant --aggregator=dp_ftrl`)."""
+  return planned_privacy.build_report(
+      rounds=rounds, noise_multiplier=noise_multiplier,
+      min_separation=min_separation, max_participation=max_participation,
+      report_goal=report_goal, delta=delta, aggregator=AGGREGATOR)
+
+
+def ideal_participation(population: int, rounds: int,
+                        report_goal: int) -> Dict:
+  """MinS at the population's cap, floor(N / m) - 1 (at most T - 1), and the
+  worst-case MaxP it allows: the best any timer can do."""
+  min_sep = min(accounting.max_min_separation(population, report_goal),
+                rounds - 1)
+  return dict(min_separation=min_sep,
+              max_participation=(rounds - 1) // (min_sep + 1) + 1)
+
+
+def noise_for_target(*, rounds, report_goal, min_separation,
+                     max_participation, target_zcdp, delta) -> float:
+  """The z giving exactly `target_zcdp`: rho = sensitivity^2 / (2 z^2)."""
+  sens2 = privacy(rounds=rounds, report_goal=report_goal,
+                  noise_multiplier=1.0, min_separation=min_separation,
+                  max_participation=max_participation,
+                  delta=delta)['sensitivity_squared']
+  return math.sqrt(sens2 / (2 * target_zcdp))
+
+
+def report_goal_candidates(smallest: int, largest: int,
+                           steps_per_doubling: int = 4) -> List[int]:
+  """Report goals from `smallest` to `largest`, 2^(1/steps) apart."""
+  if largest <= smallest:
+    return [largest]
+  out, m = [], float(smallest)
+  while m < largest:
+    out.append(int(round(m)))
+    m *= 2 ** (1 / steps_per_doubling)
+  return sorted(set(out + [largest]))
+
+
+def smallest_report_goal(*, noise_per_client, population, rounds,
+                         smallest, largest, target_zcdp,
+                         delta) -> policy.ReportGoalChoice:
+  """Practice 3 under ideal participation (the population's MinS cap)."""
+
+  def participation_of(m):
+    return ideal_participation(population, rounds, m)
+
+  def zcdp_of(m, z):
+    return privacy(rounds=rounds, report_goal=m, noise_multiplier=z,
+                   delta=delta, **participation_of(m))['zcdp']
+
+  def noise_for(m, rho):
+    return noise_for_target(rounds=rounds, report_goal=m,
+                            target_zcdp=rho, delta=delta,
+                            **participation_of(m))
+
+  return policy.report_goal(
+      noise_per_client=noise_per_client,
+      candidates=report_goal_candidates(smallest, min(largest, population)),
+      zcdp_of=zcdp_of, noise_for=noise_for, target_zcdp=target_zcdp)
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchPlan:
+  report_goal: int
+  noise_multiplier: float
+  timer_hours: float
+  min_separation: int
+  max_participation: int
+  privacy: Dict
+  capped: bool
+  reason: str
+  timer_simulations: List[Dict]
+  report_goal_curve: List[Dict]
+
+
+def plan(*, noise_per_client: float, population: int, rounds: int,
+         smallest_report_goal_: int, largest_report_goal: int,
+         target_zcdp: float, delta: float, timer_hours: Sequence[float],
+         timer_settings: participation.TimerSettings =
+         participation.TimerSettings(), seed: int = 0,
+         progress: Optional[Callable[[str], None]] = None) -> LaunchPlan:
+  """Practices 3 and 4: the launch for a simulated noise per client.
+
+  The report goal is chosen under ideal participation, then the timer model
+  is simulated for it at each of `timer_hours`; if the chosen timer's
+  realized MinS and MaxP miss the target, a larger report goal is tried
+  (at most `MAX_SIMULATED_REPORT_GOALS` in all, the largest last), and at
+  the largest the noise is raised to meet the target.
+  """
+  say = progress or (lambda text: None)
+  largest = min(largest_report_goal, population)
+  first = smallest_report_goal(
+      noise_per_client=noise_per_client, population=population,
+      rounds=rounds, smallest=smallest_report_goal_, largest=largest,
+      target_zcdp=target_zcdp, delta=delta)
+  curve = report_goal_curve(noise_per_client=noise_per_client,
+                            population=population, rounds=rounds,
+                            smallest=smallest_report_goal_, largest=largest,
+                            delta=delta)
+  goals = [m for m in report_goal_candidates(smallest_report_goal_, largest)
+           if m >= first.report_goal]
+  if len(goals) > MAX_SIMULATED_REPORT_GOALS:   # Each costs len(timers) sims.
+    goals = [goals[0], goals[len(goals) // 2], goals[-1]]
+  all_sims = []
+  for m in goals:
+    sims = []
+    for hours in timer_hours:
+      say(f'simulating the timer model: {population:,} devices, report '
+          f'goal {m}, timer {hours:g} h, {rounds} rounds')
+      sim = participation.simulate(
+          population=population, rounds=rounds, report_goal=m,
+          model='timer', seed=seed,
+          timer=dataclasses.replace(timer_settings, timer_hours=hours))
+      sims.append(sim)
+    all_sims.extend(sims)
+    chosen = policy.timer(sims)
+    min_sep = chosen['observed_min_separation']
+    if min_sep < 0:   # Nobody took part twice.
+      min_sep = rounds - 1
+    max_part = max(1, chosen['observed_max_participation'])
+    z = noise_per_client * m
+    report = privacy(rounds=rounds, report_goal=m, noise_multiplier=z,
+                     min_separation=min_sep, max_participation=max_part,
+                     delta=delta)
+    capped = False
+    reason = first.reason
+    if report['zcdp'] > target_zcdp:
+      if m != goals[-1]:
+        continue
+      z = noise_for_target(rounds=rounds, report_goal=m,
+                           min_separation=min_sep,
+                           max_participation=max_part,
+                           target_zcdp=target_zcdp, delta=delta)
+      report = privacy(rounds=rounds, report_goal=m, noise_multiplier=z,
+                       min_separation=min_sep, max_participation=max_part,
+                       delta=delta)
+      capped = True
+      reason = (f'no report goal up to the largest allowed ({m}) meets the '
+                f'target at the simulated noise per client with the timer '
+                f'model\'s participation: capped at {m}, noise raised to '
+                f'z = {z:.4g} (z / m = {z / m:.4g} against the simulated '
+                f'{noise_per_client:.4g}); utility will be below the '
+                f'simulation\'s')
+    elif m != first.report_goal:
+      reason = (f'the smallest report goal meeting the target at the '
+                f'simulated noise per client with the timer model\'s '
+                f'participation (under ideal participation {first.report_goal}'
+                f' would have)')
+    return LaunchPlan(
+        report_goal=m, noise_multiplier=z,
+        timer_hours=chosen['timer_hours'], min_separation=min_sep,
+        max_participation=max_part, privacy=report, capped=capped,
+        reason=reason, timer_simulations=all_sims,
+        report_goal_curve=curve)
+  raise AssertionError('unreachable: the last report goal always returns')
+
+
+def report_goal_curve(*, noise_per_client, population, rounds, smallest,
+                      largest, delta) -> List[Dict]:
+  """Epsilon against report goal at the simulated noise per client, ideal
+  participation (the figure of practice 3)."""
+  out = []
+  for m in report_goal_candidates(smallest, largest, steps_per_doubling=2):
+    part = ideal_participation(population, rounds, m)
+    report = privacy(rounds=rounds, report_goal=m,
+                     noise_multiplier=noise_per_client * m, delta=delta,
+                     **part)
+    out.append(dict(report_goal=m, noise_multiplier=noise_per_client * m,
+                    epsilon=report['epsilon'], zcdp=report['zcdp'], **part))
+  return out

@@ -1,0 +1,128 @@
+"""From a proxy corpus to a launch plan: the practices, in order.
+
+`recommend(request)` runs `search.Search`'s simulations stage by stage,
+takes each decision with `policy`, plans the launch with `launch.plan` and
+writes the outputs with `report.write`. See `experiments.recommend`.
+"""
+
+import math
+from typing import Dict
+
+from dpftrl_tff import accounting
+from dpftrl_tff.recommend import launch as launch_lib
+from dpftrl_tff.recommend import policy
+from dpftrl_tff.recommend import report as report_lib
+from dpftrl_tff.recommend import search as search_lib
+
+
+def least_noise_per_client(request: search_lib.Request,
+                           target_zcdp: float) -> float:
+  """z / m the privacy target needs at the largest report goal, with the
+  population's MinS cap: no launch can have less noise per client."""
+  m = min(request.max_report_goal, request.population)
+  z = launch_lib.noise_for_target(
+      rounds=request.launch_rounds, report_goal=m, target_zcdp=target_zcdp,
+      delta=request.delta,
+      **launch_lib.ideal_participation(request.population,
+                                       request.launch_rounds, m))
+  return z / m
+
+
+def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
+  """Runs every stage; returns the recommendation (recommendation.json)."""
+  target_zcdp = accounting.zcdp_for_epsilon(request.target_epsilon,
+                                            request.delta)
+  budget = search_lib.plan_budget(
+      request, round_seconds=search_lib.estimate_round_seconds(request),
+      public_text=search_lib.has_public_text(request.cache_dir))
+  print_fn('Plan:')
+  for line in budget.lines:
+    print_fn(f'  {line}')
+  search = search_lib.Search(request, budget, print_fn=print_fn)
+  search.pretrain()
+
+  # Practice 6: learning rates with adaptive clipping at the least noise.
+  noise_per_client = least_noise_per_client(request, target_zcdp)
+  m_sim = request.clients_per_round
+  least_z = float(f'{noise_per_client * m_sim:.4g}')
+  print_fn(f'Practice 6: learning rates with adaptive clipping at z = '
+           f'{least_z:g} ({m_sim} clients a round: the least noise per '
+           f'client, z / m = {noise_per_client:.4g}, the privacy target '
+           f'allows at report goal {request.max_report_goal})')
+  lr_rows = []
+  warmup = max(1, budget.rounds // 5)
+  for client_lr, server_lr in budget.learning_rates:
+    flags = search.simulation_flags(
+        aggregator='dp_ftrl_adaptive', client_lr=client_lr,
+        server_lr=server_lr, noise_multiplier=least_z) + [
+            f'--restart_warmup={warmup}']
+    lr_rows.append(search.simulate(
+        f'lr_c{client_lr:g}_s{server_lr:g}', flags, stage='learning_rate',
+        client_lr=client_lr, server_lr=server_lr,
+        noise_multiplier=least_z))
+  best = policy.best_learning_rates(lr_rows)
+  clip = best.get('final_clip_norm') or 1.0
+  print_fn(f'  best: client lr {best["client_lr"]:g}, server lr '
+           f'{best["server_lr"]:g} ({_pct(best["accuracy"])}); clip norm '
+           f'from its estimate: {clip:.4g}')
+
+  # The reference without noise: the same learning rates, rounds and clip
+  # (clipping alone keeps these learning rates stable).
+  no_dp = search.simulate(
+      'no_noise', search.simulation_flags(
+          aggregator='dp_ftrl', client_lr=best['client_lr'],
+          server_lr=best['server_lr'], noise_multiplier=0, clip_norm=clip),
+      stage='no_dp', client_lr=best['client_lr'],
+      server_lr=best['server_lr'], noise_multiplier=0.0, clip_norm=clip)
+  unigram = best.get('unigram_accuracy') or no_dp.get('unigram_accuracy')
+  target = policy.utility_target(
+      no_dp_accuracy=no_dp.get('accuracy') or 0.0, unigram_accuracy=unigram,
+      fraction=request.utility_fraction, margin=request.utility_margin,
+      given=request.utility_target)
+  print_fn(f'Utility target: {target.rule}')
+
+  # Practice 2: the largest noise meeting the target, DP-FTRL, fixed clip.
+  noise_rows = []
+  for z in policy.noise_grid(least_z, budget.noise_factors):
+    row = search.simulate(
+        f'z{z:g}', search.simulation_flags(
+            aggregator='dp_ftrl', client_lr=best['client_lr'],
+            server_lr=best['server_lr'], noise_multiplier=z,
+            clip_norm=clip),
+        stage='noise', client_lr=best['client_lr'],
+        server_lr=best['server_lr'], noise_multiplier=z, clip_norm=clip)
+    noise_rows.append(row)
+    if not (row.get('accuracy') is not None and
+            row['accuracy'] >= target.value):
+      break
+  chosen = policy.largest_noise(noise_rows, target.value)
+  meets_utility = chosen is not None
+  if chosen is None:   # Privacy first: the least noise, target missed.
+    chosen = noise_rows[0]
+  print_fn(f'Practice 2: z = {chosen["noise_multiplier"]:g} at {m_sim} '
+           f'clients a round ({_pct(chosen.get("accuracy"))}; target '
+           f'{_pct(target.value)}: '
+           f'{"met" if meets_utility else "NOT met"})')
+
+  # Practices 3 and 4: the launch.
+  sim_noise_per_client = chosen['noise_multiplier'] / m_sim
+  plan = launch_lib.plan(
+      noise_per_client=sim_noise_per_client, population=request.population,
+      rounds=request.launch_rounds, smallest_report_goal_=m_sim,
+      largest_report_goal=request.max_report_goal, target_zcdp=target_zcdp,
+      delta=request.delta, timer_hours=request.timer_hours,
+      seed=request.seed, progress=lambda text: print_fn(f'  {text}'))
+  result = report_lib.build(
+      request=request, budget=budget, search=search, lr_rows=lr_rows,
+      best=best, clip_norm=clip, no_dp=no_dp, unigram=unigram,
+      target=target, noise_rows=noise_rows, chosen=chosen,
+      meets_utility=meets_utility, plan=plan, target_zcdp=target_zcdp,
+      least_noise_per_client=noise_per_client)
+  report_lib.write(request.output_dir, result, plan=plan)
+  return result
+
+
+def _pct(value) -> str:
+  if not isinstance(value, (int, float)) or not math.isfinite(value):
+    return 'no accuracy'
+  return f'{100 * value:.2f}%'

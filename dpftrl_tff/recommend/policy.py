@@ -1,0 +1,164 @@
+"""The decisions of the paper's Sec. 2.5 practices, on results already had.
+
+Each function takes simulation or accounting results (plain numbers, so
+that a test can give canned ones) and returns what the practice decides,
+with the reason in words for `recommendation.md`:
+
+  utility_target        what "good enough" means when the user does not say
+                        (a fraction of the tuned no-DP accuracy, never below
+                        the unigram baseline plus a margin);
+  best_learning_rates   practice 6: the best (client_lr, server_lr) of the
+                        small report-goal runs;
+  largest_noise         practice 2: the largest noise multiplier meeting the
+                        utility target in the small report-goal runs;
+  report_goal           practice 3: the smallest report goal meeting the
+                        privacy target at the same noise per client (z / m),
+                        or the largest allowed with more noise (a warning);
+  timer                 practice 4: the shortest timer whose MinS comes near
+                        the largest the population allows.
+"""
+
+import dataclasses
+import math
+from typing import Callable, Dict, List, Optional, Sequence
+
+# Practice 4: a timer "approaches" the population's MinS cap when its
+# observed MinS reaches this share of it.
+TIMER_MIN_SEP_SHARE = 0.9
+
+
+@dataclasses.dataclass(frozen=True)
+class UtilityTarget:
+  value: float
+  rule: str
+  given: bool
+
+
+def utility_target(*, no_dp_accuracy: float, unigram_accuracy: float,
+                   fraction: float, margin: float,
+                   given: Optional[float] = None) -> UtilityTarget:
+  """The accuracy a recommended simulation must reach.
+
+  Given by the user: that. Otherwise max(fraction * no-DP accuracy,
+  unigram + margin): DP may cost a share of the accuracy the same recipe
+  reaches without noise, never the model's point (a model below the unigram
+  baseline is worse than always suggesting the most frequent word).
+  """
+  if given is not None:
+    return UtilityTarget(given, f'given: in-vocab accuracy >= {given:.2%}',
+                         True)
+  share = fraction * no_dp_accuracy
+  floor = unigram_accuracy + margin
+  value = max(share, floor)
+  which = ('the share' if share >= floor else
+           'the unigram floor (the share would be below it)')
+  return UtilityTarget(
+      value, f'max({fraction:g} x the no-DP accuracy at the same learning '
+      f'rates and rounds ({no_dp_accuracy:.2%}), the unigram baseline '
+      f'({unigram_accuracy:.2%}) + {100 * margin:g} points) = {value:.2%}: '
+      f'{which}', False)
+
+
+def best_learning_rates(results: Sequence[Dict]) -> Dict:
+  """The result with the highest `accuracy` (None: diverged or failed).
+
+  Ties go to the smaller client then server learning rate (the safer one).
+  Raises ValueError if no run learned anything.
+  """
+  finished = [r for r in results if _finite(r.get('accuracy'))]
+  if not finished:
+    raise ValueError('every learning-rate run diverged or failed: no '
+                     'learning rate to recommend.')
+  return max(finished, key=lambda r: (r['accuracy'], -r['client_lr'],
+                                      -r['server_lr']))
+
+
+def largest_noise(results: Sequence[Dict], target: float) -> Optional[Dict]:
+  """Practice 2: the largest noise multiplier that meets the target.
+
+  `results` are runs at one report goal with `noise_multiplier` and
+  `accuracy`; the largest z such that it and every smaller z tried reach
+  `target` (one noisy evaluation above the target past a failure does not
+  count). None if the smallest z tried misses it.
+  """
+  chosen = None
+  for r in sorted(results, key=lambda r: r['noise_multiplier']):
+    if not (_finite(r.get('accuracy')) and r['accuracy'] >= target):
+      break
+    chosen = r
+  return chosen
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportGoalChoice:
+  report_goal: int
+  noise_multiplier: float
+  zcdp: float
+  capped: bool
+  reason: str
+
+
+def report_goal(*, noise_per_client: float, candidates: Sequence[int],
+                zcdp_of: Callable[[int, float], float],
+                noise_for: Callable[[int, float], float],
+                target_zcdp: float) -> ReportGoalChoice:
+  """Practice 3: raise report goal and noise together to meet the target.
+
+  Args:
+    noise_per_client: z / m of the simulation (kept at launch).
+    candidates: the report goals allowed, ascending; the last is the
+      largest the system supports.
+    zcdp_of: (m, z) -> the launch's rho-zCDP.
+    noise_for: (m, target rho) -> the noise multiplier giving exactly it.
+    target_zcdp: the privacy target.
+
+  Returns the smallest m whose z = noise_per_client * m meets the target;
+  if none does, the largest m with the noise that meets it (capped: the
+  launch then has more noise per client than was simulated).
+  """
+  candidates = sorted(set(int(m) for m in candidates))
+  for m in candidates:
+    z = noise_per_client * m
+    rho = zcdp_of(m, z)
+    if rho <= target_zcdp:
+      return ReportGoalChoice(
+          m, z, rho, False, f'the smallest report goal whose noise at the '
+          f'simulated noise per client (z / m = {noise_per_client:.4g}) '
+          f'meets the target')
+  m = candidates[-1]
+  z = noise_for(m, target_zcdp)
+  return ReportGoalChoice(
+      m, z, zcdp_of(m, z), True,
+      f'no report goal up to the largest allowed ({m}) meets the target at '
+      f'the simulated noise per client: report goal capped at {m}, noise '
+      f'raised to z = {z:.4g} (z / m = {z / m:.4g} against the simulated '
+      f'{noise_per_client:.4g}); utility will be below the simulation\'s')
+
+
+def timer(simulations: Sequence[Dict],
+          share: float = TIMER_MIN_SEP_SHARE) -> Dict:
+  """Practice 4: the shortest timer whose MinS approaches the cap.
+
+  `simulations` have `timer_hours`, `observed_min_separation` and
+  `population_min_separation` (the cap, floor(N / m) - 1). The shortest
+  timer reaching `share` of the cap; if none does, the one with the
+  largest MinS (then the shorter).
+  """
+  if not simulations:
+    raise ValueError('no timer simulation to choose from.')
+  ordered = sorted(simulations, key=lambda s: s['timer_hours'])
+  for s in ordered:
+    if s['observed_min_separation'] >= share * s['population_min_separation']:
+      return s
+  return max(ordered, key=lambda s: (s['observed_min_separation'],
+                                     -s['timer_hours']))
+
+
+def noise_grid(base: float, factors: Sequence[float]) -> List[float]:
+  """The simulation's noise multipliers: `base` times each factor, ascending,
+  rounded to 4 significant digits (the flag values runs are named by)."""
+  return sorted({float(f'{base * f:.4g}') for f in factors})
+
+
+def _finite(value) -> bool:
+  return isinstance(value, (int, float)) and math.isfinite(value)

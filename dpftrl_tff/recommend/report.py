@@ -1,0 +1,332 @@
+"""A recommendation's files: JSON, flag files, privacy report, Markdown, figures.
+
+  recommendation.json   strict JSON: the simulation, the utility target, the
+                        launch (`build`'s dict);
+  simulation.flags      the recommended simulation, for run_stackoverflow;
+  launch.flags          the launch, for privacy_accountant;
+  privacy_report.md     the launch's (planned_privacy.launch_report);
+  recommendation.md     what was tried, in order, a figure each, and why;
+  *.png                 the figures.
+"""
+
+import math
+import os
+from typing import Dict, List
+
+from dpftrl_tff import planned_privacy
+from dpftrl_tff import plotting
+from dpftrl_tff import run_directory
+from dpftrl_tff import strict_json
+from dpftrl_tff.recommend import launch as launch_lib
+
+SIMULATION_FLAGFILE = 'simulation.flags'
+LAUNCH_FLAGFILE = 'launch.flags'
+
+
+def _strip(row: Dict) -> Dict:
+  return {k: v for k, v in row.items() if k not in ('curve', 'flags')}
+
+
+def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
+          unigram, target, noise_rows, chosen, meets_utility, plan,
+          target_zcdp, least_noise_per_client) -> Dict:
+  """recommendation.json's content."""
+  out = os.path.abspath(request.output_dir)
+  privacy = plan.privacy
+  sim_noise_per_client = chosen['noise_multiplier'] / request.clients_per_round
+  launch_noise_per_client = plan.noise_multiplier / plan.report_goal
+  meets_privacy = privacy['zcdp'] <= target_zcdp * (1 + 1e-9)
+  return dict(
+      simulation=dict(
+          flagfile=os.path.join(out, SIMULATION_FLAGFILE),
+          run_dir=os.path.join(search.runs_dir, chosen['name']),
+          aggregator='dp_ftrl',
+          clients_per_round=request.clients_per_round,
+          noise_multiplier=chosen['noise_multiplier'],
+          noise_per_client=sim_noise_per_client,
+          clip_norm=clip_norm, server_lr=best['server_lr'],
+          client_lr=best['client_lr'], rounds=budget.rounds,
+          initial_weights=search.pretrained_dir,
+          eval_accuracy=chosen.get('accuracy'),
+          eval_top3_accuracy=chosen.get('top3_accuracy'),
+          unigram_accuracy=unigram,
+          no_dp_accuracy=no_dp.get('accuracy'),
+          beats_unigram_by=(None if chosen.get('accuracy') is None else
+                            chosen['accuracy'] - unigram)),
+      utility_target=target.value, utility_target_rule=target.rule,
+      # Met in simulation, and the launch keeps the simulated noise per
+      # client (a capped report goal adds noise the simulation did not see).
+      meets_utility_target=bool(meets_utility and not plan.capped),
+      launch=dict(
+          flagfile=os.path.join(out, LAUNCH_FLAGFILE),
+          aggregator=launch_lib.AGGREGATOR,
+          report_goal=plan.report_goal,
+          noise_multiplier=plan.noise_multiplier,
+          noise_per_client=launch_noise_per_client,
+          rounds=request.launch_rounds, population=request.population,
+          min_separation=plan.min_separation,
+          max_participation=plan.max_participation,
+          timer_hours=plan.timer_hours, epsilon=privacy['epsilon'],
+          zcdp=privacy['zcdp'], delta=request.delta,
+          target_epsilon=request.target_epsilon,
+          meets_privacy_target=bool(meets_privacy),
+          report_goal_capped=plan.capped, reason=plan.reason,
+          participation='timer model (simulated, planned; account the real '
+          'launch from its observed MinS and MaxP)'),
+      budget=dict(minutes=request.budget_minutes,
+                  rounds_per_simulation=budget.rounds,
+                  estimated_seconds=budget.estimated_seconds,
+                  pretrain_steps=budget.pretrain_steps,
+                  quick=request.quick),
+      least_noise_per_client=least_noise_per_client,
+      learning_rate_runs=[_strip(r) for r in lr_rows],
+      no_dp_run=_strip(no_dp),
+      noise_runs=[_strip(r) for r in noise_rows],
+      timer_simulations=[
+          {k: s[k] for k in ('report_goal', 'timer_hours',
+                             'observed_min_separation',
+                             'observed_max_participation',
+                             'population_min_separation', 'short_rounds')
+           if k in s} for s in plan.timer_simulations],
+      report_goal_curve=plan.report_goal_curve,
+      simulation_flags=list(chosen['flags']),
+      suggestions=_suggestions(chosen, unigram, target, meets_utility, plan,
+                               budget))
+
+
+def _suggestions(chosen, unigram, target, meets_utility, plan,
+                 budget) -> List[str]:
+  out = []
+  accuracy = chosen.get('accuracy')
+  if accuracy is None or accuracy < unigram + 0.01:
+    out.append('The recommended simulation does not beat the unigram '
+               'baseline by a point: more rounds (a larger '
+               '--budget_minutes), pretraining on public text, or a '
+               'smaller vocabulary would help before any launch.')
+  if not meets_utility:
+    out.append('No noise multiplier tried meets the utility target even '
+               'at the least noise the privacy target allows: a larger '
+               'report goal (--max_report_goal), a larger privacy target, '
+               'pretraining or more rounds.')
+  if plan.capped:
+    out.append('The report goal is capped: the launch needs more noise per '
+               'client than was simulated; simulate at its z / m before '
+               'launching, or allow a larger report goal.')
+  curve = chosen.get('curve') or []
+  if len(curve) >= 3 and curve[-1][1] > max(a for _, a in curve[:-1]) + 0.002:
+    out.append(f'Accuracy was still rising at round {budget.rounds}: the '
+               f'launch\'s rounds will likely give more than simulated.')
+  return out
+
+
+def write(output_dir: str, result: Dict, *, plan) -> None:
+  """Writes every file of the recommendation into `output_dir`."""
+  os.makedirs(output_dir, exist_ok=True)
+  run_directory.write_text_atomic(
+      os.path.join(output_dir, SIMULATION_FLAGFILE),
+      simulation_flagfile(result))
+  run_directory.write_text_atomic(
+      os.path.join(output_dir, LAUNCH_FLAGFILE), launch_flagfile(result))
+  run_directory.write_text_atomic(
+      os.path.join(output_dir, 'privacy_report.md'),
+      planned_privacy.launch_report(plan.privacy))
+  figures = _figures(output_dir, result)
+  run_directory.write_text_atomic(os.path.join(output_dir,
+                                               'recommendation.md'),
+                                  markdown(result, figures))
+  strict_json.write(os.path.join(output_dir, 'recommendation.json'), result)
+
+
+def simulation_flagfile(result: Dict) -> str:
+  """The chosen simulation's flags: run_stackoverflow --flagfile=this
+  reuses (or redoes) the run the recommendation measured."""
+  sim = result['simulation']
+  lines = ['# The recommended simulation (experiments.recommend): '
+           'python -m experiments.run_stackoverflow --flagfile=THIS']
+  lines += result['simulation_flags']
+  run_dir = sim['run_dir']
+  lines += [f'--root_output_dir={os.path.dirname(run_dir)}',
+            f'--experiment_name={os.path.basename(run_dir)}']
+  return '\n'.join(lines) + '\n'
+
+
+def launch_flagfile(result: Dict) -> str:
+  launch = result['launch']
+  return '\n'.join([
+      '# The recommended launch (experiments.recommend): python -m '
+      'experiments.privacy_accountant --flagfile=THIS',
+      f'# Population {launch["population"]:,}, timer '
+      f'{launch["timer_hours"]:g} h: MinS and MaxP as the timer model '
+      f'simulated them (planned, not observed).',
+      f'--aggregator={launch["aggregator"]}',
+      f'--rounds={launch["rounds"]}',
+      f'--report_goal={launch["report_goal"]}',
+      f'--noise_multiplier={launch["noise_multiplier"]!r}',
+      f'--min_separation={launch["min_separation"]}',
+      f'--max_participation={launch["max_participation"]}',
+      f'--delta={launch["delta"]!r}']) + '\n'
+
+
+def _pct(value) -> str:
+  if not isinstance(value, (int, float)) or not math.isfinite(value):
+    return 'none (diverged or failed)'
+  return f'{100 * value:.2f}%'
+
+
+def _figures(output_dir: str, result: Dict) -> Dict[str, str]:
+  """The four figures; {name: file name}."""
+  figures = {}
+  lr_runs = result['learning_rate_runs']
+  labels = [f'c {r["client_lr"]:g} / s {r["server_lr"]:g}' for r in lr_runs]
+  accs = [100 * (r['accuracy'] if r.get('accuracy') is not None else 0.0)
+          for r in lr_runs]
+  figures['learning_rates'] = 'learning_rates.png'
+  plotting.bar_plot(
+      os.path.join(output_dir, figures['learning_rates']), labels, accs,
+      reference=[('unigram baseline', 100 * result['simulation'][
+          'unigram_accuracy'])],
+      title='Practice 6: learning rates (adaptive clipping)',
+      ylabel='eval in-vocab accuracy %')
+  noise = [r for r in result['noise_runs'] if r.get('accuracy') is not None]
+  m = result['simulation']['clients_per_round']
+  figures['noise'] = 'noise.png'
+  plotting.choice_plot(
+      os.path.join(output_dir, figures['noise']),
+      [r['noise_multiplier'] / m for r in noise],
+      [100 * r['accuracy'] for r in noise],
+      chosen=(result['simulation']['noise_per_client'],
+              100 * (result['simulation']['eval_accuracy'] or 0.0)),
+      hlines=[('utility target', 100 * result['utility_target']),
+              ('unigram baseline',
+               100 * result['simulation']['unigram_accuracy'])],
+      title='Practice 2: accuracy against noise per client', xlabel='z / m',
+      ylabel='eval in-vocab accuracy %', logx=True)
+  curve = result['report_goal_curve']
+  launch = result['launch']
+  figures['launch'] = 'launch_epsilon.png'
+  plotting.choice_plot(
+      os.path.join(output_dir, figures['launch']),
+      [c['report_goal'] for c in curve], [c['epsilon'] for c in curve],
+      chosen=(launch['report_goal'], launch['epsilon']),
+      hlines=[('target epsilon', launch['target_epsilon'])],
+      title='Practice 3: launch epsilon at the simulated z / m '
+      '(MinS at the population cap)', xlabel='report goal m',
+      ylabel='epsilon', logx=True, logy=True)
+  sims = result['timer_simulations']
+  figures['timer'] = 'timer.png'
+  goals = sorted({s['report_goal'] for s in sims})
+  plotting.line_plot(
+      os.path.join(output_dir, figures['timer']),
+      [(f'm = {g}: MinS', [s['timer_hours'] for s in sims
+                           if s['report_goal'] == g],
+        [max(0, s['observed_min_separation']) for s in sims
+         if s['report_goal'] == g]) for g in goals] +
+      [(f'm = {g}: cap floor(N / m) - 1',
+        [s['timer_hours'] for s in sims if s['report_goal'] == g],
+        [s['population_min_separation'] for s in sims
+         if s['report_goal'] == g]) for g in goals],
+      title='Practice 4: the timer against MinS', xlabel='timer (hours)',
+      ylabel='MinS (rounds)')
+  return figures
+
+
+def markdown(result: Dict, figures: Dict[str, str]) -> str:
+  """recommendation.md: the steps in order, a figure each, and why."""
+  sim, launch = result['simulation'], result['launch']
+  budget = result['budget']
+  lines = ['# Recommendation', '']
+  verdict_u = ('meets' if result['meets_utility_target'] else
+               'does NOT meet')
+  verdict_p = ('meets' if launch['meets_privacy_target'] else
+               'does NOT meet')
+  lines += [
+      f'- **Simulation** ({sim["clients_per_round"]} clients a round, '
+      f'{sim["rounds"]} rounds, DP-FTRL): z = {sim["noise_multiplier"]:g}, '
+      f'clip {sim["clip_norm"]:.4g}, client lr {sim["client_lr"]:g}, '
+      f'server lr {sim["server_lr"]:g}: eval in-vocab accuracy '
+      f'{_pct(sim["eval_accuracy"])} (top-3 '
+      f'{_pct(sim["eval_top3_accuracy"])}); no DP {_pct(sim["no_dp_accuracy"])}'
+      f'; unigram baseline {_pct(sim["unigram_accuracy"])}. It '
+      f'{verdict_u} the utility target {_pct(result["utility_target"])}.',
+      f'- **Launch**: report goal {launch["report_goal"]}, z = '
+      f'{launch["noise_multiplier"]:.4g} (z / m = '
+      f'{launch["noise_per_client"]:.4g}; simulated '
+      f'{sim["noise_per_client"]:.4g}), {launch["rounds"]} rounds, '
+      f'timer {launch["timer_hours"]:g} h for {launch["population"]:,} '
+      f'devices: MinS {launch["min_separation"]}, MaxP '
+      f'{launch["max_participation"]}, rho-zCDP {launch["zcdp"]:.4g}, '
+      f'epsilon {launch["epsilon"]:.4g} at delta {launch["delta"]:g}. It '
+      f'{verdict_p} the target epsilon {launch["target_epsilon"]:g}.',
+      f'- Files: `{SIMULATION_FLAGFILE}` (run_stackoverflow), '
+      f'`{LAUNCH_FLAGFILE}` (privacy_accountant), `privacy_report.md` (the '
+      'launch\'s), `recommendation.json`.', '']
+  if budget['quick']:
+    lines += ['**--quick: a test of the pipeline at a few rounds of a tiny '
+              'model, not a recommendation to launch with.**', '']
+  for text in result['suggestions']:
+    lines.append(f'- {text}')
+  lines += [
+      '', '## Privacy of the tuning runs',
+      'The simulations ran on the proxy corpus, not on the launch\'s '
+      'population (the paper\'s practice): their privacy cost, if any, is on '
+      'the proxy\'s data. The launch\'s guarantee below is planned from the '
+      'timer model of its population; the real launch is accounted from the '
+      'MinS and MaxP it observes (practice 7).', '',
+      '## 1. Pretraining on public text',
+      (f'{budget["pretrain_steps"]} steps on the corpus\'s public text; every '
+       f'simulation starts from it (`{sim["initial_weights"]}`).'
+       if budget['pretrain_steps'] else
+       'None: the corpus has no public text (or --pretrain_steps=0).'), '',
+      '## 2. Learning rates and clip (practice 6)',
+      f'Adaptive clipping (Algorithm 1, target quantile 0.5) at z = '
+      f'{result["learning_rate_runs"][0]["noise_multiplier"]:g}, the least '
+      f'noise the privacy target allows at the largest report goal '
+      f'(z / m = {result["least_noise_per_client"]:.4g}), '
+      f'{sim["rounds"]} rounds each:', '',
+      '| client lr | server lr | accuracy | clip estimate |',
+      '| --- | --- | --- | --- |']
+  for r in result['learning_rate_runs']:
+    clip = r.get('final_clip_norm')
+    lines.append(f'| {r["client_lr"]:g} | {r["server_lr"]:g} | '
+                 f'{_pct(r.get("accuracy"))} | '
+                 f'{"-" if clip is None else f"{clip:.4g}"} |')
+  lines += [
+      '', f'Chosen: the most accurate, client lr {sim["client_lr"]:g}, server '
+      f'lr {sim["server_lr"]:g}; the clip is fixed at its estimate, '
+      f'{sim["clip_norm"]:.4g}. Without DP at these learning rates: '
+      f'{_pct(sim["no_dp_accuracy"])}.', '',
+      f'![learning rates]({figures["learning_rates"]})', '',
+      '## 3. The utility target', result['utility_target_rule'] + '.', '',
+      '## 4. Noise (practice 2)',
+      f'DP-FTRL with the fixed clip at {sim["clients_per_round"]} clients a '
+      'round, the noise doubled from the least until a run missed the '
+      'target; the largest z whose run, and every smaller one, met it:', '',
+      '| z | z / m | accuracy |', '| --- | --- | --- |']
+  for r in result['noise_runs']:
+    lines.append(f'| {r["noise_multiplier"]:g} | '
+                 f'{r["noise_multiplier"] / sim["clients_per_round"]:.4g} | '
+                 f'{_pct(r.get("accuracy"))} |')
+  lines += ['', f'![noise]({figures["noise"]})', '',
+            '## 5. Report goal and noise (practice 3)',
+            f'{launch["reason"]}.', '',
+            f'![launch epsilon]({figures["launch"]})', '',
+            '## 6. Timer (practice 4)',
+            'The timer model of the population at each timer; the shortest '
+            'timer whose MinS reaches 90% of the cap floor(N / m) - 1 (else '
+            'the largest MinS):', '',
+            '| report goal | timer h | MinS | cap | MaxP |',
+            '| --- | --- | --- | --- | --- |']
+  for s in result['timer_simulations']:
+    lines.append(f'| {s["report_goal"]} | {s["timer_hours"]:g} | '
+                 f'{s["observed_min_separation"]} | '
+                 f'{s["population_min_separation"]} | '
+                 f'{s["observed_max_participation"]} |')
+  lines += ['', f'![timer]({figures["timer"]})', '',
+            '## 7. SecAgg and what happened',
+            'Train the launch with SecAgg (`--secagg`) and account it from '
+            'its observed participation: `privacy_accountant --flagfile='
+            f'{LAUNCH_FLAGFILE}` with the observed --min_separation and '
+            '--max_participation, and --secagg_scale, --model_dim and '
+            '--clip_norm for the rounding\'s inflated norm. The epsilon '
+            'above is without SecAgg\'s inflation.', '']
+  return '\n'.join(lines)

@@ -1,0 +1,330 @@
+"""The simulations of a recommendation, in order, within a time budget.
+
+The paper's Sec. 2.5 practices on a proxy corpus (`recommend.policy` holds
+each decision, `recommend.launch` the launch's privacy):
+
+  1. pretrain on the corpus's public text, when it has some;
+  6. tune the client and server learning rates in small report-goal runs
+     with adaptive clipping (Algorithm 1) at the launch's least noise per
+     client, and take the clip norm from its estimate;
+     the same learning rates without DP give the no-DP accuracy, and with
+     the unigram baseline the default utility target;
+  2. the largest noise multiplier meeting the utility target, DP-FTRL with
+     the fixed clip, the noise per client doubled from the least the
+     privacy target needs at the largest report goal until a run misses;
+  3, 4. the launch (`recommend.launch.plan`).
+
+Every simulation is a run directory under <output_dir>/runs made by
+`experiments.run_stackoverflow` (`training_runs.run_training`): a finished
+run with the same flags is reused and an interrupted one resumed, so a
+killed recommendation continues where it stopped. The number of rounds and
+the size of the grids are fixed up front from the budget (`plan_budget`),
+so that a re-run makes the same runs.
+"""
+
+import csv
+import dataclasses
+import math
+import os
+import sys
+import time
+from typing import Dict, List, Optional, Sequence
+
+from dpftrl_tff import progress as progress_lib
+from dpftrl_tff import training_runs
+from dpftrl_tff.recommend import launch as launch_lib
+from dpftrl_tff.recommend import policy
+
+# Client and server learning rates of practice 6, in the order tried when
+# the budget allows fewer: the CPU-scale recipe's, then around it.
+LEARNING_RATE_GRID = ((0.5, 1.0), (1.0, 1.0), (0.5, 3.0), (2.0, 1.0),
+                      (1.0, 3.0), (0.25, 1.0), (2.0, 0.3), (0.5, 0.3))
+# Practice 2: noise per client tried, as multiples of the least the privacy
+# target allows at the largest report goal (ascending; stops at a miss).
+NOISE_FACTORS = (1, 2, 4, 8, 16, 32)
+# The simulations' model and data, overridable by flags after `--`.
+BASE_FLAGS = ('--vocab_size=4000', '--latent_size=128', '--embedding_size=64',
+              '--max_elements_per_client=32', '--client_batch_size=8',
+              '--server_momentum=0.9', '--num_eval_examples=4000',
+              '--eval_sentences_per_author=20',
+              '--participation=min_sep_groups')
+QUICK_FLAGS = ('--vocab_size=200', '--latent_size=16', '--embedding_size=8',
+               '--max_elements_per_client=4', '--client_batch_size=4',
+               '--num_eval_examples=100')
+MODEL_FLAG_NAMES = ('vocab_size', 'latent_size', 'embedding_size')
+PUBLIC_TEXT = os.path.join('tfds', 'dpftrl_public_text')
+# Seconds a round of 20 clients of 32 sentences takes at the default model
+# on this project's 2-core reference machine (docs/performance.md), and a
+# run's start-up (TensorFlow, the TFF worker, the first round's tracing).
+REFERENCE_ROUND_SECONDS = 0.7
+RUN_START_SECONDS = 20.0
+PRETRAIN_STEP_SECONDS = 0.05
+# Timer-model simulation: seconds per million devices and 1000 rounds.
+TIMER_SECONDS_PER_MILLION_KROUNDS = 6.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+  """What the user asked for (`experiments.recommend`'s flags)."""
+  cache_dir: str
+  output_dir: str
+  population: int
+  launch_rounds: int
+  target_epsilon: float
+  delta: float
+  max_report_goal: int
+  clients_per_round: int
+  budget_minutes: float
+  utility_target: Optional[float] = None
+  utility_fraction: float = 0.9
+  utility_margin: float = 0.01
+  timer_hours: Sequence[float] = (24.0, 48.0, 72.0)
+  pretrain_steps: int = 2000
+  max_rounds: int = 1000
+  seed: int = 0
+  quick: bool = False
+  extra_flags: Sequence[str] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+  """How the budget is spent: rounds per simulation and grid sizes."""
+  rounds: int
+  learning_rates: Sequence[tuple]
+  noise_factors: Sequence[int]
+  pretrain_steps: int
+  estimated_seconds: float
+  round_seconds: float
+  lines: Sequence[str]
+
+
+def has_public_text(cache_dir: str) -> bool:
+  return os.path.isdir(os.path.join(cache_dir, PUBLIC_TEXT))
+
+
+def plan_budget(request: Request, *, round_seconds: float,
+                public_text: bool) -> Budget:
+  """Rounds and grids that fit `budget_minutes`, fixed before any run.
+
+  Simulations: the learning-rate grid, one no-DP run and the noise grid
+  (all at the same rounds); around them pretraining, the timer model's
+  simulations and each run's start-up. The grids shrink (noise factors to
+  4, learning rates to 3) before the rounds drop below 100.
+  """
+  if request.quick:
+    lrs, factors, rounds = LEARNING_RATE_GRID[:2], NOISE_FACTORS[:2], 4
+    steps = min(request.pretrain_steps, 20) if public_text else 0
+    return Budget(rounds, lrs, factors, steps, 0.0, round_seconds,
+                  ['--quick: 4 rounds, 2 learning-rate pairs, 2 noise '
+                   'multipliers (a test of the pipeline, not a '
+                   'recommendation to launch with)'])
+  steps = request.pretrain_steps if public_text else 0
+  timer_seconds = (TIMER_SECONDS_PER_MILLION_KROUNDS * request.population /
+                   1e6 * request.launch_rounds / 1e3 *
+                   len(request.timer_hours) * 2)
+  fixed = steps * PRETRAIN_STEP_SECONDS + timer_seconds
+  budget = request.budget_minutes * 60
+  options = [(len(LEARNING_RATE_GRID), len(NOISE_FACTORS)),
+             (6, len(NOISE_FACTORS)), (6, 4), (4, 4), (3, 3)]
+  for num_lrs, num_factors in options:
+    runs = num_lrs + 1 + num_factors
+    rounds = (budget - fixed - runs * RUN_START_SECONDS) / (
+        runs * round_seconds * 1.1)   # 10% for evaluations.
+    if rounds >= 100:
+      break
+  rounds = int(max(20, min(request.max_rounds, rounds)))
+  rounds -= rounds % 10 if rounds >= 100 else 0
+  lrs = LEARNING_RATE_GRID[:num_lrs]
+  factors = NOISE_FACTORS[:num_factors]
+  runs = num_lrs + 1 + num_factors
+  estimate = fixed + runs * (RUN_START_SECONDS + 1.1 * rounds * round_seconds)
+  lines = [
+      f'{len(lrs)} learning-rate pairs (client, server) with adaptive '
+      f'clipping, 1 run without DP, up to {len(factors)} noise multipliers '
+      f'with DP-FTRL: up to {runs} simulations of {rounds} rounds at '
+      f'{request.clients_per_round} clients a round (about '
+      f'{round_seconds:.2f} s a round)',
+      (f'pretraining: {steps} steps on the public text' if steps else
+       'pretraining: none (no public text in --cache_dir, or '
+       '--pretrain_steps=0)'),
+      f'launch: the timer model at {len(request.timer_hours)} timers for '
+      f'{request.population:,} devices and {request.launch_rounds} rounds',
+      f'estimated time {progress_lib.format_seconds(estimate)} of the '
+      f'budget {request.budget_minutes:g} min (every run after the first '
+      f'refines the ETA)']
+  if estimate > budget * 1.05:
+    lines.append('the budget is too small for 100 rounds a simulation: '
+                 'results will be rough (a larger --budget_minutes helps)')
+  return Budget(rounds, lrs, factors, steps, estimate, round_seconds, lines)
+
+
+def estimate_round_seconds(request: Request) -> float:
+  """A round's seconds from the model size and cohort, before any run.
+
+  Proportional to clients x sentences x the LSTM's per-token cost
+  (4 L (L + E) + L E + E V' multiply-adds), scaled from the reference.
+  """
+  values = _flag_values(BASE_FLAGS + tuple(QUICK_FLAGS if request.quick
+                                           else ()) +
+                        tuple(request.extra_flags))
+
+  def cost(v):
+    latent, emb, vocab = (v['latent_size'], v['embedding_size'],
+                          v['vocab_size'] + 4)
+    return 4 * latent * (latent + emb) + latent * emb + emb * vocab
+
+  reference = cost(dict(latent_size=128, embedding_size=64,
+                        vocab_size=4000))
+  return (REFERENCE_ROUND_SECONDS * request.clients_per_round / 20 *
+          values['max_elements_per_client'] / 32 * cost(values) / reference)
+
+
+def _flag_values(flag_list: Sequence[str]) -> Dict[str, float]:
+  values = {}
+  for text in flag_list:
+    if text.startswith('--') and '=' in text:
+      name, value = text[2:].split('=', 1)
+      try:
+        values[name] = float(value)
+      except ValueError:
+        values[name] = value
+  return values
+
+
+class SimulationFailed(ValueError):
+  """A simulation failed or was refused; re-running resumes it."""
+  infrastructure = True
+
+
+class Search:
+  """Runs the simulations of a recommendation; keeps what they gave."""
+
+  def __init__(self, request: Request, budget: Budget, *, print_fn=print):
+    self.request = request
+    self.budget = budget
+    self.print = print_fn
+    self.runs_dir = os.path.join(request.output_dir, 'runs')
+    self.pretrained_dir = None
+    self.started = time.monotonic()
+    self.simulations_done = 0
+    self.simulations_total = (len(budget.learning_rates) + 1 +
+                              len(budget.noise_factors))
+    self.seconds_per_simulation = []
+
+  # --- the flags of a simulation -------------------------------------------
+  def base_flags(self) -> List[str]:
+    flags = [f'--cache_dir={os.path.abspath(self.request.cache_dir)}',
+             *BASE_FLAGS, *(QUICK_FLAGS if self.request.quick else ()),
+             *self.request.extra_flags,
+             f'--clients_per_round={self.request.clients_per_round}',
+             f'--total_rounds={self.budget.rounds}',
+             f'--rounds_per_eval={max(1, self.budget.rounds // 10)}',
+             f'--rounds_per_checkpoint={max(1, self.budget.rounds // 10)}',
+             f'--seed={self.request.seed}']
+    if self.pretrained_dir:
+      flags.append(f'--initial_weights={os.path.abspath(self.pretrained_dir)}')
+    return flags
+
+  def simulation_flags(self, *, aggregator, client_lr, server_lr,
+                       noise_multiplier, clip_norm=None) -> List[str]:
+    flags = self.base_flags() + [
+        f'--aggregator={aggregator}', f'--client_lr={client_lr:g}',
+        f'--server_lr={server_lr:g}',
+        f'--noise_multiplier={noise_multiplier:.6g}']
+    if clip_norm is not None:
+      flags.append(f'--clip_norm={clip_norm:.4g}')
+    return flags
+
+  # --- running ---------------------------------------------------------------
+  def _eta(self) -> str:
+    left = self.simulations_total - self.simulations_done
+    if self.seconds_per_simulation:
+      per = sorted(self.seconds_per_simulation)[
+          len(self.seconds_per_simulation) // 2]
+    else:
+      per = RUN_START_SECONDS + 1.1 * self.budget.rounds * (
+          self.budget.round_seconds)
+    return progress_lib.format_seconds(left * per)
+
+  def simulate(self, name: str, flags: List[str], **described) -> Dict:
+    """Runs (or reuses) one simulation; returns its result row."""
+    self.print(f'[{self.simulations_done + 1}/{self.simulations_total} '
+               f'simulations, elapsed '
+               f'{progress_lib.format_seconds(time.monotonic() - self.started)}'
+               f', ETA {self._eta()}] {name}')
+    started = time.monotonic()
+    row = dict(name=name, flags=list(flags), **described)
+    try:
+      summary = training_runs.run_training(self.runs_dir, name, flags)
+    except training_runs.DivergedRun:
+      row.update(accuracy=None, diverged=True)
+      summary = None
+    except RuntimeError as e:
+      raise SimulationFailed(str(e)) from e
+    self.simulations_done += 1
+    self.seconds_per_simulation.append(time.monotonic() - started)
+    if summary is not None:
+      final = summary.get('final_eval') or {}
+      row.update(
+          accuracy=final.get('in_vocab_accuracy'),
+          top3_accuracy=final.get('in_vocab_top3_accuracy'),
+          unigram_accuracy=summary.get('unigram_baseline_accuracy'),
+          diverged=False, rounds=summary.get('rounds'),
+          curve=_eval_curve(os.path.join(self.runs_dir, name,
+                                         'metrics.csv')),
+          final_clip_norm=_final_clip(os.path.join(self.runs_dir, name,
+                                                   'metrics.csv')))
+    return row
+
+  def pretrain(self) -> Optional[str]:
+    """Practice 1: pretraining on the corpus's public text, if any."""
+    if not self.budget.pretrain_steps:
+      return None
+    out = os.path.join(self.runs_dir, 'pretrained')
+    values = _flag_values(self.base_flags())
+    model = [f'--{name}={int(values[name])}' for name in MODEL_FLAG_NAMES]
+    command = [sys.executable, '-m', 'experiments.pretrain',
+               f'--cache_dir={os.path.abspath(self.request.cache_dir)}',
+               '--tfds_name=dpftrl_public_text', *model,
+               f'--output_dir={out}', f'--steps={self.budget.pretrain_steps}',
+               f'--seed={self.request.seed}']
+    self.print(f'Practice 1: pretraining {self.budget.pretrain_steps} steps '
+               f'on the public text ({out})')
+    proc = training_runs.run_child(command)
+    if proc.returncode:
+      raise SimulationFailed(f'pretraining failed (exit code {proc.returncode}); '
+                         'see its output above.')
+    self.pretrained_dir = out
+    return out
+
+
+def _read_rows(path: str) -> List[Dict[str, str]]:
+  if not os.path.isfile(path):
+    return []
+  with open(path, newline='') as f:
+    return list(csv.DictReader(f))
+
+
+def _eval_curve(path: str) -> List[List[float]]:
+  """[[round, eval in-vocab accuracy], ...] of a run's metrics.csv."""
+  out = []
+  for row in _read_rows(path):
+    value = row.get('eval_in_vocab_accuracy')
+    if value:
+      out.append([int(row['round']), float(value)])
+  return out
+
+
+def _final_clip(path: str) -> Optional[float]:
+  """The median clip norm in force over the last fifth of a run's rounds
+  (adaptive clipping's estimate; the fixed clip otherwise)."""
+  values = [float(r['clip_norm_in_force']) for r in _read_rows(path)
+            if r.get('clip_norm_in_force')]
+  if not values:
+    return None
+  tail = sorted(values[-max(1, len(values) // 5):])
+  return tail[len(tail) // 2]
+
+
+def _finite(value) -> bool:
+  return isinstance(value, (int, float)) and math.isfinite(value)

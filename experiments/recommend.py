@@ -1,0 +1,182 @@
+r"""From a proxy federated corpus to a launch plan, in one command.
+
+Carries out the paper's Sec. 2.5 practices on a proxy corpus (a
+`build_git_corpus` output or TFF's StackOverflow in --cache_dir) for a
+planned launch (--population, --launch_rounds, --target_epsilon):
+
+  1. pretrain on the corpus's public text when it has some;
+  6. tune client and server learning rates in small report-goal simulations
+     with adaptive clipping, fix the clip at its estimate;
+  2. the largest noise multiplier meeting the utility target (default:
+     --utility_fraction of the accuracy without noise, never below the
+     unigram baseline plus --utility_margin);
+  3. raise report goal and noise together to the privacy target, capped at
+     --max_report_goal (then more noise, with a warning);
+  4. the timer that brings MinS near the population's cap;
+  7. the launch's privacy report, to be redone from what the launch observes.
+
+  python -m experiments.recommend --cache_dir=corpora/git \
+      --output_dir=runs/recommend --population=4210000 --launch_rounds=2000 \
+      --target_epsilon=10
+
+Writes recommendation.json, simulation.flags (for run_stackoverflow),
+launch.flags (for privacy_accountant), privacy_report.md, recommendation.md
+and its figures into --output_dir. Every simulation is a run directory under
+<output_dir>/runs: run the same command again after a kill and it continues.
+Flags after `--` go to every simulation (model size, data): `-- --vocab_size=
+8000`. --quick runs a few rounds of a tiny model (tests).
+"""
+
+import sys
+
+from dpftrl_tff import runtime
+
+runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
+
+# pylint: disable=g-import-not-at-top
+from absl import flags
+
+from dpftrl_tff import accounting
+from dpftrl_tff import checks
+from dpftrl_tff import console
+from dpftrl_tff import data
+from dpftrl_tff.recommend import pipeline
+from dpftrl_tff.recommend import search
+# pylint: enable=g-import-not-at-top
+
+_CACHE = flags.DEFINE_string(
+    'cache_dir', None, 'The proxy corpus: a build_git_corpus --output_dir or '
+    'a directory holding TFF\'s StackOverflow (with public text in '
+    'tfds/dpftrl_public_text when present).')
+_OUTPUT = flags.DEFINE_string('output_dir', 'runs/recommend',
+                              'Where the recommendation and its runs go.')
+_POPULATION = flags.DEFINE_integer('population', None,
+                                   'Estimated population of the launch.')
+_ROUNDS = flags.DEFINE_integer('launch_rounds', 2000,
+                               'Rounds T of the launch.')
+_EPSILON = flags.DEFINE_float('target_epsilon', 10.0,
+                              'Privacy target: epsilon at --delta.')
+_DELTA = flags.DEFINE_float('delta', accounting.DEFAULT_DELTA,
+                            'delta of (epsilon, delta).')
+_MAX_GOAL = flags.DEFINE_integer(
+    'max_report_goal', 6500,
+    'The largest report goal the system supports (practice 3 caps there).')
+_CLIENTS = flags.DEFINE_integer(
+    'clients_per_round', 20, 'Report goal of the simulations (small, as the '
+    'paper\'s practice 2).')
+_TARGET = flags.DEFINE_float(
+    'utility_target', None, 'Eval in-vocab accuracy the simulation must '
+    'reach (a fraction, 0.12 = 12%). Unset: --utility_fraction of the '
+    'accuracy without noise, at least the unigram baseline + '
+    '--utility_margin.')
+_FRACTION = flags.DEFINE_float(
+    'utility_fraction', 0.9, 'Default target: this share of the accuracy '
+    'without noise at the same learning rates and rounds.')
+_MARGIN = flags.DEFINE_float(
+    'utility_margin', 0.01, 'Default target: at least the unigram baseline '
+    'plus this (0.01 = one point).')
+_BUDGET = flags.DEFINE_float('budget_minutes', 45.0,
+                             'Time for the whole search on this machine.')
+_TIMERS = flags.DEFINE_list('timer_hours', ['24', '48', '72'],
+                            'Timer periods the launch plan tries (hours).')
+_PRETRAIN = flags.DEFINE_integer(
+    'pretrain_steps', 2000, 'Pretraining steps on the corpus\'s public text '
+    '(practice 1); 0: none.')
+_MAX_ROUNDS = flags.DEFINE_integer(
+    'max_rounds', 1000, 'Most rounds a simulation gets, whatever the budget.')
+_SEED = flags.DEFINE_integer(
+    'seed', 0, 'Seed of the simulations\' model init and client sampling '
+    '(their DP noise stays unpredictable).')
+_QUICK = flags.DEFINE_bool('quick', False,
+                           'A few rounds of a tiny model (tests).')
+
+
+def _request(extra_flags) -> search.Request:
+  if not _CACHE.value:
+    raise ValueError('--cache_dir is required (a build_git_corpus '
+                     '--output_dir or TFF\'s StackOverflow).')
+  data.check_database(_CACHE.value)
+  if _POPULATION.value is None:
+    raise ValueError('--population is required (the launch\'s estimated '
+                     'devices).')
+  checks.check_int(_POPULATION.value, '--population', minimum=1)
+  checks.check_int(_ROUNDS.value, '--launch_rounds', minimum=1)
+  checks.check_positive(_EPSILON.value, '--target_epsilon')
+  checks.check_float(_DELTA.value, '--delta', minimum=0, maximum=1,
+                     strict_minimum=True, strict_maximum=True)
+  checks.check_int(_CLIENTS.value, '--clients_per_round', minimum=1)
+  checks.check_int(_MAX_GOAL.value, '--max_report_goal',
+                   minimum=_CLIENTS.value)
+  if _TARGET.value is not None:
+    checks.check_float(_TARGET.value, '--utility_target', minimum=0,
+                       maximum=1, strict_minimum=True)
+  checks.check_float(_FRACTION.value, '--utility_fraction', minimum=0,
+                     maximum=1, strict_minimum=True)
+  checks.check_float(_MARGIN.value, '--utility_margin', minimum=0,
+                     maximum=1)
+  checks.check_positive(_BUDGET.value, '--budget_minutes')
+  checks.check_int(_PRETRAIN.value, '--pretrain_steps', minimum=0)
+  checks.check_int(_MAX_ROUNDS.value, '--max_rounds', minimum=1)
+  checks.check_int(_SEED.value, '--seed', minimum=0)
+  timers = []
+  for text in _TIMERS.value:
+    try:
+      timers.append(float(text))
+    except ValueError:
+      timers.append(float('nan'))
+    if not timers[-1] > 0:
+      raise ValueError(f'--timer_hours must be hours > 0, got {text!r}.')
+  if not timers:
+    raise ValueError('--timer_hours must not be empty.')
+  return search.Request(
+      cache_dir=_CACHE.value, output_dir=_OUTPUT.value,
+      population=_POPULATION.value, launch_rounds=_ROUNDS.value,
+      target_epsilon=_EPSILON.value, delta=_DELTA.value,
+      max_report_goal=_MAX_GOAL.value, clients_per_round=_CLIENTS.value,
+      budget_minutes=_BUDGET.value, utility_target=_TARGET.value,
+      utility_fraction=_FRACTION.value, utility_margin=_MARGIN.value,
+      timer_hours=tuple(sorted(set(timers))),
+      pretrain_steps=_PRETRAIN.value, max_rounds=_MAX_ROUNDS.value,
+      seed=_SEED.value, quick=_QUICK.value, extra_flags=tuple(extra_flags))
+
+
+def _summary(result) -> str:
+  sim, launch = result['simulation'], result['launch']
+
+  def pct(v):
+    return 'none' if v is None else f'{100 * v:.2f}%'
+
+  return '\n'.join([
+      f'Simulation: z {sim["noise_multiplier"]:g}, clip '
+      f'{sim["clip_norm"]:.4g}, client lr {sim["client_lr"]:g}, server lr '
+      f'{sim["server_lr"]:g}, {sim["clients_per_round"]} clients a round, '
+      f'{sim["rounds"]} rounds: eval in-vocab accuracy '
+      f'{pct(sim["eval_accuracy"])} (no noise {pct(sim["no_dp_accuracy"])}, '
+      f'unigram {pct(sim["unigram_accuracy"])}); utility target '
+      f'{pct(result["utility_target"])} '
+      f'{"met" if result["meets_utility_target"] else "NOT met"}',
+      f'Launch: report goal {launch["report_goal"]}, z '
+      f'{launch["noise_multiplier"]:.4g}, {launch["rounds"]} rounds, timer '
+      f'{launch["timer_hours"]:g} h, MinS {launch["min_separation"]}, MaxP '
+      f'{launch["max_participation"]}: epsilon {launch["epsilon"]:.4g} at '
+      f'delta {launch["delta"]:g} (target {launch["target_epsilon"]:g} '
+      f'{"met" if launch["meets_privacy_target"] else "NOT met"})',
+      *[f'Note: {s}' for s in result['suggestions']],
+      f'Wrote {_OUTPUT.value}/recommendation.md, recommendation.json, '
+      'simulation.flags, launch.flags, privacy_report.md and figures'])
+
+
+def run(argv) -> dict:
+  request = _request(argv[1:])
+  result = pipeline.recommend(request)
+  print(_summary(result))
+  return result
+
+
+def main(argv):
+  console.quiet_libraries()
+  return console.run_main(lambda: run(argv), [argv[0]])
+
+
+if __name__ == '__main__':
+  runtime.run_app(main)
