@@ -33,7 +33,6 @@ import time
 
 from absl import app
 from absl import flags
-import numpy as np
 
 from dpftrl_tff import accounting
 from dpftrl_tff import config as config_lib
@@ -41,7 +40,7 @@ from dpftrl_tff import console
 from dpftrl_tff import strict_json
 from dpftrl_tff import participation
 from dpftrl_tff import progress as progress_lib
-from dpftrl_tff.aggregators import registry
+from dpftrl_tff.recommend import launch
 
 _POPULATION = flags.DEFINE_integer('population', None,
                                    'Estimated population (devices).')
@@ -93,26 +92,12 @@ def _parse_list(values, name, kind, minimum):
 
 
 def privacy(sim, noise_multiplier, delta):
-  """zCDP and epsilon of DP-FTRL with the simulation's MinS and MaxP, from
-  the mechanism registry (what training accounts for --aggregator=dp_ftrl)."""
-  min_sep = sim['observed_min_separation']
-  if min_sep < 0:
-    min_sep = sim['rounds'] - 1
-  config = config_lib.TrainConfig(
-      aggregator='dp_ftrl', noise_multiplier=noise_multiplier,
-      total_rounds=sim['rounds'], clients_per_round=sim['report_goal'])
-  report = registry.get('dp_ftrl').privacy(
-      config, sim['rounds'], max(1, sim['observed_max_participation']),
-      min_sep)
-  return dict(noise_multiplier=noise_multiplier, zcdp=report.zcdp,
-              epsilon=accounting.epsilon_pld(report.zcdp, delta),
-              sensitivity_squared=report.sensitivity_squared)
-
-
-def _noise_for(sim, target_zcdp):
-  """The noise multiplier giving exactly `target_zcdp` for this pattern."""
-  sens2 = privacy(sim, 1.0, _DELTA.value)['sensitivity_squared']
-  return float(np.sqrt(sens2 / (2 * target_zcdp)))
+  """zCDP and epsilon of DP-FTRL with the simulation's MinS and MaxP: the
+  accountant's (`privacy_accountant --aggregator=dp_ftrl`)."""
+  report = launch.privacy_of_simulation(sim, noise_multiplier, delta)
+  return dict(noise_multiplier=noise_multiplier, zcdp=report['zcdp'],
+              epsilon=report['epsilon'],
+              sensitivity_squared=report['sensitivity_squared'])
 
 
 def _target_zcdp():
@@ -185,31 +170,13 @@ def plan():
       sim.update(privacy(sim, z, _DELTA.value))
       if target is not None:
         sim['meets_target'] = sim['zcdp'] <= target
-        sim['noise_multiplier_for_target'] = _noise_for(sim, target)
+        sim['noise_multiplier_for_target'] = launch.noise_for_simulation(
+            sim, target, _DELTA.value)
       candidates.append(sim)
   report = dict(candidates=candidates, target_zcdp=target, delta=_DELTA.value)
   if target is not None:
-    meeting = [c for c in candidates if c['meets_target']]
-    if meeting:
-      best = min(meeting, key=lambda c: (c['report_goal'],
-                                         c.get('timer_hours', 0)))
-      report['recommendation'] = dict(
-          best, reason='smallest report goal, then shortest timer, that '
-          'meets the target with the same noise per client')
-    else:
-      largest = max(candidates, key=lambda c: (c['report_goal'],
-                                               -c['zcdp']))
-      recommended = dict(largest)
-      # Its privacy is that of the new noise multiplier, not the old one.
-      recommended.update(privacy(largest,
-                                 largest['noise_multiplier_for_target'],
-                                 _DELTA.value))
-      recommended['meets_target'] = recommended['zcdp'] <= target * (
-          1 + 1e-9)
-      report['recommendation'] = dict(
-          recommended, reason='no configuration meets the target with the '
-          'same noise per client: the largest report goal with the noise '
-          'multiplier that does (utility will suffer)')
+    report['recommendation'] = launch.grid_recommendation(
+        candidates, target, _DELTA.value)
   return report
 
 

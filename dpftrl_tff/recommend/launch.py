@@ -36,6 +36,62 @@ def privacy(*, rounds: int, report_goal: int, noise_multiplier: float,
       report_goal=report_goal, delta=delta, aggregator=AGGREGATOR)
 
 
+def participation_of_simulation(sim: Dict) -> Dict:
+  """MinS and MaxP a participation simulation realized (MinS T - 1 when no
+  client took part twice)."""
+  min_sep = sim['observed_min_separation']
+  if min_sep < 0:
+    min_sep = sim['rounds'] - 1
+  return dict(min_separation=min_sep,
+              max_participation=max(1, sim['observed_max_participation']))
+
+
+def privacy_of_simulation(sim: Dict, noise_multiplier: float,
+                          delta: float) -> Dict:
+  """The accountant's report for the MinS and MaxP `sim` realized."""
+  return privacy(rounds=sim['rounds'], report_goal=sim['report_goal'],
+                 noise_multiplier=noise_multiplier, delta=delta,
+                 **participation_of_simulation(sim))
+
+
+def noise_for_simulation(sim: Dict, target_zcdp: float,
+                         delta: float) -> float:
+  """The z giving exactly `target_zcdp` with the MinS and MaxP of `sim`."""
+  return noise_for_target(rounds=sim['rounds'],
+                          report_goal=sim['report_goal'],
+                          target_zcdp=target_zcdp, delta=delta,
+                          **participation_of_simulation(sim))
+
+
+def grid_recommendation(candidates: Sequence[Dict],
+                        target_zcdp: float, delta: float) -> Dict:
+  """`plan_launch`'s choice over simulated (report goal, timer) candidates.
+
+  Each candidate has its `zcdp` at the noise it was given (the same noise
+  per client for all). The cheapest meeting the target: smallest report
+  goal, then shortest timer. If none does, the largest report goal (the
+  most private at equal noise per client) with the noise that meets the
+  target, and that noise's privacy.
+  """
+  meeting = [c for c in candidates if c['zcdp'] <= target_zcdp]
+  if meeting:
+    best = min(meeting, key=lambda c: (c['report_goal'],
+                                       c.get('timer_hours', 0)))
+    return dict(best, reason='smallest report goal, then shortest timer, '
+                'that meets the target with the same noise per client')
+  largest = max(candidates, key=lambda c: (c['report_goal'], -c['zcdp']))
+  z = noise_for_simulation(largest, target_zcdp, delta)
+  report = privacy_of_simulation(largest, z, delta)
+  recommended = dict(largest, noise_multiplier=z, zcdp=report['zcdp'],
+                     epsilon=report['epsilon'],
+                     sensitivity_squared=report['sensitivity_squared'])
+  recommended['meets_target'] = recommended['zcdp'] <= target_zcdp * (
+      1 + 1e-9)
+  return dict(recommended, reason='no configuration meets the target with '
+              'the same noise per client: the largest report goal with the '
+              'noise multiplier that does (utility will suffer)')
+
+
 def ideal_participation(population: int, rounds: int,
                         report_goal: int) -> Dict:
   """MinS at the population's cap, floor(N / m) - 1 (at most T - 1), and the
@@ -146,10 +202,9 @@ def plan(*, noise_per_client: float, population: int, rounds: int,
       sims.append(sim)
     all_sims.extend(sims)
     chosen = policy.timer(sims)
-    min_sep = chosen['observed_min_separation']
-    if min_sep < 0:   # Nobody took part twice.
-      min_sep = rounds - 1
-    max_part = max(1, chosen['observed_max_participation'])
+    realized = participation_of_simulation(chosen)
+    min_sep = realized['min_separation']
+    max_part = realized['max_participation']
     z = noise_per_client * m
     report = privacy(rounds=rounds, report_goal=m, noise_multiplier=z,
                      min_separation=min_sep, max_participation=max_part,
