@@ -54,23 +54,23 @@ def parse_restart_rounds(text, rounds):
   return values
 
 
-# --aggregator (the training binary's name of a mechanism) -> the noise the
-# accountant computes: tree aggregation or a BLT.
-_NOISE_OF = {'dp_ftrl': 'tree', 'dp_ftrl_adaptive': 'tree',
-             'dp_ftrl_blt': 'blt'}
 # The mechanism settings' defaults are training's (declared once there).
 _DEFAULTS = config_lib.TrainConfig
 
 
-def _mechanism(aggregator: str) -> str:
-  """The noise ('tree' or 'blt') of `aggregator`, or one line why not.
-  Which flags go with it is the registry's to say, as in training."""
-  if aggregator not in _NOISE_OF:
-    reason = ('has no DP noise to account' if aggregator == 'none' else
-              'is unknown')
-    raise ValueError(f'--aggregator={aggregator!r} {reason}; allowed: '
-                     f'{", ".join(_NOISE_OF)}.')
-  return _NOISE_OF[aggregator]
+def _mechanism(aggregator: str):
+  """The registry's mechanism called `aggregator`, if it has DP noise to
+  account; else one line why not. Which flags go with it is the registry's
+  to say, as in training."""
+  allowed = ', '.join(registry.accounted())
+  if aggregator not in registry.names():
+    raise ValueError(f'--aggregator={aggregator!r} is unknown; allowed: '
+                     f'{allowed}.')
+  mechanism = registry.get(aggregator)
+  if mechanism.accounted_noise is None:
+    raise ValueError(f'--aggregator={aggregator!r} has no DP noise to '
+                     f'account; allowed: {allowed}.')
+  return mechanism
 
 
 def _check_numbers(*, rounds, noise_multiplier, max_participation,
@@ -141,7 +141,7 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   or dp_ftrl_blt (BLT noise).
   """
   mechanism = _mechanism(aggregator)
-  adaptive_clipping = aggregator == 'dp_ftrl_adaptive'
+  adaptive_clipping = mechanism.estimates_clip
   _check_numbers(rounds=rounds, noise_multiplier=noise_multiplier,
                  max_participation=max_participation,
                  min_separation=min_separation, delta=delta)
@@ -150,14 +150,15 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   if adaptive_clipping and clipped_count_stddev is None:
     clipped_count_stddev = _default_count_stddev(report_goal)
   restarts = parse_restart_rounds(restart_rounds, rounds)
-  if restarts and mechanism == 'blt':
+  if restarts and mechanism.accounted_noise == 'blt':
     raise ValueError('--restart_rounds are tree aggregation\'s; BLT noise '
                      'has no tree to restart.')
   # The mechanism's settings, validated as training validates them (the
   # registry), the BLT optimized or read as training does; the report goal
   # matters here only through sigma_b, resolved above.
   plan = {}
-  if mechanism == 'blt' and blt_params is None:   # Optimized for these.
+  blt_noise = mechanism.accounted_noise == 'blt'
+  if blt_noise and blt_params is None:   # Optimized for these.
     plan = dict(blt_min_separation=min(min_separation, rounds - 1),
                 blt_max_participation=max_participation)
   secagg = {} if secagg_scale is None else dict(
@@ -173,7 +174,7 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   if adaptive_clipping and restart_rounds is None:   # As training's.
     restarts = accounting.paper_restart_rounds(
         rounds, warmup=restart_warmup, frequency=restart_frequency)
-  optimized, blt = (registry.optimized_blt(config) if mechanism == 'blt'
+  optimized, blt = (registry.optimized_blt(config) if blt_noise
                     else (None, None))
   report = accounting.compute_privacy(
       rounds=rounds, noise_multiplier=noise_multiplier,

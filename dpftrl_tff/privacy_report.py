@@ -17,6 +17,8 @@ figures" is the machine-checkable part (tests parse it back).
 import math
 from typing import Any, Dict, List, Optional
 
+from dpftrl_tff.aggregators import registry
+
 FILE_NAME = 'privacy_report.md'
 
 # summary.json's key for the figures of a run whose --noise_seed fixed its
@@ -347,20 +349,9 @@ def participation_text(summary: Dict[str, Any], privacy: Dict[str, Any]
 
 
 def clipping_text(config) -> str:
-  """The clip norm of a run in words (duck-typed TrainConfig)."""
-  if config.aggregator == 'dp_ftrl_adaptive':
-    return (f'adaptive l2 clip norm (the paper\'s Algorithm 1) from C_0 = '
-            f'{config.initial_clip_norm:g}, target unclipped quantile '
-            f'{config.target_unclipped_quantile:g}; the clip in force '
-            'changes only when a tree restarts, so each tree sees one C.')
-  text = f'fixed l2 clip norm C = {config.clip_norm:g} per client update.'
-  if config.secagg:
-    text += (f' SecAgg-style discretization (scale s = '
-             f'{config.secagg_scale:g}): randomized rounding inflates the '
-             'sensitivity from C to C_inflated, and the noise is raised to '
-             'std z C_inflated, so the accounted z below holds unchanged; '
-             'the simulation does not run the cryptographic protocol.')
-  return text
+  """The clip norm of a run in words (duck-typed TrainConfig): the
+  mechanism's own description."""
+  return registry.get(config.aggregator).describe_clipping(config)
 
 
 def for_run(summary: Dict[str, Any], config, run_path: str) -> str:

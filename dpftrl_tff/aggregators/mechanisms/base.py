@@ -1,0 +1,182 @@
+"""What every mechanism module shares: `Mechanism`, `RunParameters`, checks
+and SecAgg's sum.
+
+SecAgg (Algorithm 2) is not a mechanism of its own: it replaces the plain sum
+inside `none`, `dp_ftrl` and `dp_ftrl_blt` (`secagg_factory`), and the
+mechanism then calibrates its noise to SecAgg's inflated sensitivity.
+"""
+
+import dataclasses
+from typing import Any, Callable, Dict, Optional
+
+from absl import logging
+import numpy as np
+
+from dpftrl_tff import accounting
+from dpftrl_tff import checks
+
+
+@dataclasses.dataclass(frozen=True)
+class Mechanism:
+  """One model-update aggregation.
+
+  Attributes:
+    name: the value of --aggregator.
+    description: one line for --help and the README.
+    validate: config -> None, raises ValueError naming the flag.
+    build_factory: (config, record_specs) -> an unweighted TFF aggregation
+      factory (the mean of the clients' updates, noised). Its noise is
+      unpredictable unless config.noise_seed fixes it
+      (`dp_ftrl.resolve_noise_seed`).
+    privacy: (config, rounds, max_participation, min_separation) ->
+      `accounting.PrivacyReport`, or None when the mechanism gives none.
+    initial_clip: config -> the clip norm in force at round 1 (None: no
+      clipping).
+    supports_secagg: whether --secagg can replace its sum.
+    describe_clipping: config -> the clipping in words (privacy reports).
+    accounted_noise: the noise the accountant computes ('tree' or 'blt'),
+      None for a mechanism without DP noise.
+    estimates_clip: Algorithm 1: the clip is estimated from a noised count
+      (sigma_b, default report goal / 20) and the trees restart at
+      --restart_warmup + --restart_frequency i; both enter the accounting.
+    run_parameters: what the mechanism resolves when a run starts and keeps
+      in the run directory (`RunParameters`), or None.
+  """
+  name: str
+  description: str
+  validate: Callable[[Any], None]
+  build_factory: Callable[..., Any]
+  privacy: Callable[..., Optional[accounting.PrivacyReport]]
+  initial_clip: Callable[[Any], Optional[float]]
+  supports_secagg: bool
+  describe_clipping: Callable[[Any], str]
+  accounted_noise: Optional[str] = None
+  estimates_clip: bool = False
+  run_parameters: Optional['RunParameters'] = None
+
+  def planned(self, config, num_clients: int):
+    """`config` with what the mechanism plans for `num_clients` clients
+    (`RunParameters.plan`); unchanged when it plans nothing."""
+    if self.run_parameters is None:
+      return config
+    return self.run_parameters.plan(config, num_clients)
+
+
+class RunParameters:
+  """A mechanism's parameters resolved when a run starts, kept in the run
+  directory so that a resumed run uses the same ones.
+
+  Training calls `plan` before it checks the run's identity (what `plan`
+  fills in is recorded in hparams.json), `restore` with the contents of
+  `file_name` when the run directory has it, and `contents` to write it when
+  not. Each returns a new config (configs are frozen); nothing is kept
+  between runs.
+  """
+  file_name: str
+
+  def plan(self, config, num_clients: int):
+    raise NotImplementedError
+
+  def restore(self, config, saved: Dict[str, Any], path: str):
+    raise NotImplementedError
+
+  def contents(self, config) -> Dict[str, Any]:
+    raise NotImplementedError
+
+  def describe(self, config, path: str) -> str:
+    raise NotImplementedError
+
+
+def check_secagg(config, mechanism_name: str, supported: bool):
+  """--secagg with a mechanism: refused where its sum cannot be SecAgg's."""
+  if not config.secagg:
+    return
+  if not supported:
+    # The registry lists the mechanisms that take it (imported late: the
+    # registry imports the mechanism modules).
+    from dpftrl_tff.aggregators import registry  # pylint: disable=g-import-not-at-top
+    allowed = [n for n in registry.names() if registry.get(n).supports_secagg]
+    raise ValueError(f'SecAgg (--secagg; the accountant\'s --secagg_scale) '
+                     f'works with --aggregator {" or ".join(allowed)}, not '
+                     f'{mechanism_name}.')
+  checks.check_positive(config.secagg_scale, '--secagg_scale')
+  checks.check_positive(config.clip_norm, '--clip_norm')
+
+
+def secagg_factory(config, record_specs):
+  """SecAgg's discretized modular sum for the model, and its parameters."""
+  from dpftrl_tff.aggregators import secagg  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  factory = secagg.SecAggDiscretizationFactory(
+      clip_norm=config.clip_norm, scale=config.secagg_scale,
+      report_goal=config.clients_per_round, debug=config.secagg_debug,
+      seed=config.noise_seed)
+  params = factory.params_for(
+      sum(int(np.prod(s.shape)) for s in tf.nest.flatten(record_specs)))
+  logging.info('SecAgg: d=%d padded to %d, C_inf=%d, modulus %d (%d bits), '
+               'C_inflated=%.6g.', params.dim, params.padded_dim,
+               params.linf_bound, params.modulus, params.bits_per_parameter,
+               params.inflated_clip_norm)
+  return factory, params
+
+
+def secagg_inner_and_noise(config, record_specs):
+  """(record aggregation, noise multiplier) of a fixed-clip DP mechanism.
+
+  With SecAgg the record aggregation is its discretized sum and the noise
+  multiplier is raised so that the noise calibrated to C_inflated keeps the
+  accounted z; without, None (plain sum) and z.
+  """
+  if not config.secagg:
+    return None, config.noise_multiplier
+  from dpftrl_tff.aggregators import secagg  # pylint: disable=g-import-not-at-top
+  inner, params = secagg_factory(config, record_specs)
+  return inner, secagg.noise_multiplier_for_secagg(config.noise_multiplier,
+                                                   params)
+
+
+def check_fixed_clip_dp(config):
+  checks.check_dp_arguments(noise_multiplier=config.noise_multiplier,
+                            clip_norm=config.clip_norm,
+                            clients_per_round=config.clients_per_round)
+
+
+def fixed_clip_text(config) -> str:
+  """A fixed clip (and SecAgg's rounding, when on) in words."""
+  text = f'fixed l2 clip norm C = {config.clip_norm:g} per client update.'
+  if config.secagg:
+    text += (f' SecAgg-style discretization (scale s = '
+             f'{config.secagg_scale:g}): randomized rounding inflates the '
+             'sensitivity from C to C_inflated, and the noise is raised to '
+             'std z C_inflated, so the accounted z below holds unchanged; '
+             'the simulation does not run the cryptographic protocol.')
+  return text
+
+
+# Settings that belong to one mechanism; the others refuse them when given.
+BLT_FLAGS = ('blt_params', 'blt_num_buffers', 'blt_min_separation',
+             'blt_max_participation')
+
+
+def check_no_adaptive_flags(config):
+  """Algorithm 1's flags do nothing outside adaptive clipping: refuse any
+  changed from its default (`TrainConfig.adaptive_arguments`)."""
+  defaults = {f.name: f.default for f in dataclasses.fields(config)}
+  given = [f'--{name}={value}'
+           for name, value in config.adaptive_arguments().items()
+           if value != defaults[name]]
+  if given:
+    raise ValueError(f'{", ".join(given)} '
+                     f'{"applies" if len(given) == 1 else "apply"} only with '
+                     f'--aggregator=dp_ftrl_adaptive, not {config.aggregator}.')
+
+
+def check_no_blt_flags(config):
+  """The BLT flags do nothing with another aggregator: refuse them."""
+  given = [f'--{name}={getattr(config, name)}' for name in BLT_FLAGS
+           if getattr(config, name) is not None]
+  if config.blt_error != 'max':
+    given.append(f'--blt_error={config.blt_error}')
+  if given:
+    raise ValueError(f'{", ".join(given)} only apply with '
+                     f'--aggregator=dp_ftrl_blt, not {config.aggregator}.')

@@ -1,0 +1,180 @@
+"""dp_ftrl_blt: fixed clip C, BLT noise (BLT-DP-FTRL, arXiv 2408.08868)."""
+
+import dataclasses
+import functools
+import os
+
+from absl import logging
+
+from dpftrl_tff import accounting
+from dpftrl_tff import checks
+from dpftrl_tff.aggregators.mechanisms import base
+
+
+def optimized_blt(config):
+  """The BLT of a dp_ftrl_blt run (an `accounting.blt_optimizer.OptimizedBLT`
+  when optimized, None when given), and the BLT itself.
+
+  Given: a resumed run's BLT (`config.resolved_blt`, from its blt.json) or
+  --blt_params. Otherwise optimized for T = --total_rounds, MinS =
+  --blt_min_separation (training plans it from the participation model when
+  unset, `BLTRunParameters.plan`; 0 here otherwise) and MaxP =
+  --blt_max_participation.
+  """
+  if config.resolved_blt is not None:
+    return None, config.resolved_blt
+  if config.blt_params is not None:
+    return None, accounting.BLT.load(config.blt_params)
+  optimized = _optimize_blt(config.total_rounds,
+                            config.blt_min_separation or 0,
+                            config.blt_max_participation,
+                            config.blt_num_buffers, config.blt_error)
+  return optimized, optimized.blt
+
+
+@functools.lru_cache(maxsize=16)
+def _optimize_blt(rounds, min_separation, max_participation, num_buffers,
+                  error):
+  """blt_optimizer.optimize, memoized (a pure function of its arguments;
+  accounting asks for the same BLT several times a run)."""
+  from dpftrl_tff.accounting import blt_optimizer  # pylint: disable=g-import-not-at-top
+  optimized = blt_optimizer.optimize(
+      rounds=rounds, min_separation=min_separation,
+      max_participation=max_participation, num_buffers=num_buffers,
+      error=error)
+  logging.info('BLT optimized for T=%d, MinS=%d, MaxP=%s: %s', rounds,
+               min_separation, max_participation, optimized.blt)
+  return optimized
+
+
+class BLTRunParameters(base.RunParameters):
+  """A dp_ftrl_blt run's BLT: planned for the run's participation, written
+  to blt.json, and read back from it when the run is resumed."""
+  file_name = 'blt.json'
+
+  def plan(self, config, num_clients: int):
+    """Fills in the participation the BLT is optimized for.
+
+    Unset --blt_min_separation becomes the participation model's guaranteed
+    MinS (min_sep_groups; its MaxP too when --blt_max_participation is
+    unset), otherwise the best separation N clients allow at report goal m,
+    floor(N / m) - 1, at most T - 1. Deterministic, so a resumed run plans
+    the same BLT.
+    """
+    if config.blt_params is not None or config.blt_min_separation is not None:
+      return config
+    # The plan does not depend on the seed, which may still be unset here
+    # (it is drawn once the run directory is known).
+    planned = dataclasses.replace(
+        config, seed=0 if config.seed is None else config.seed
+    ).build_sampler(num_clients).planned(config.total_rounds)
+    max_participation = config.blt_max_participation
+    if planned is not None:
+      min_sep = planned['min_separation']
+      if max_participation is None:
+        max_participation = planned['max_participation']
+    else:
+      min_sep = accounting.max_min_separation(num_clients,
+                                              config.clients_per_round)
+    return dataclasses.replace(
+        config, blt_min_separation=int(min(min_sep, config.total_rounds - 1)),
+        blt_max_participation=max_participation)
+
+  def restore(self, config, saved, path):
+    """The run's config with the BLT it started with (`path`, its blt.json).
+
+    An optimized BLT is taken from the file rather than optimized again (the
+    same up to floating point); a given --blt_params must equal it.
+    """
+    saved_blt = accounting.BLT.from_dict(
+        {k: saved[k] for k in ('buf_decay', 'output_scale')}, source=path)
+    if config.blt_params is None:
+      return dataclasses.replace(config, resolved_blt=saved_blt)
+    blt = accounting.BLT.load(config.blt_params)
+    if blt != saved_blt:
+      raise ValueError(
+          f'{path} holds the BLT {saved_blt} this run started with, but '
+          f'--blt_params={config.blt_params} is {blt}; resume with the same '
+          f'BLT.')
+    return config
+
+  def contents(self, config):
+    """The BLT and what it was optimized for (or the file it came from)."""
+    optimized, blt = optimized_blt(config)
+    if optimized is not None:
+      return optimized.as_dict()
+    return dict(blt.as_dict(), source=os.path.abspath(config.blt_params))
+
+  def describe(self, config, path):
+    return f'BLT noise: {optimized_blt(config)[1]} (in {path}).'
+
+
+def _validate(config):
+  from dpftrl_tff.accounting import blt_optimizer  # pylint: disable=g-import-not-at-top
+  base.check_fixed_clip_dp(config)
+  if config.blt_error not in blt_optimizer.ERRORS:
+    raise ValueError(f'--blt_error={config.blt_error!r} is unknown; allowed: '
+                     f'{", ".join(blt_optimizer.ERRORS)}.')
+  if config.blt_params is not None:
+    chosen = [f'--{name}' for name in base.BLT_FLAGS[1:]
+              if getattr(config, name) is not None]
+    if chosen:
+      raise ValueError(f'{", ".join(chosen)} choose how the BLT is '
+                       f'optimized; they have no effect with --blt_params='
+                       f'{config.blt_params} (a given BLT).')
+    try:
+      blt = accounting.BLT.load(config.blt_params)
+      accounting.blt_sensitivity_squared(
+          blt, rounds=checks.check_int(config.total_rounds, '--total_rounds',
+                                       minimum=1), min_separation=0)
+      blt.inverse()   # The noise streams from C^-1's buffers.
+    except ValueError as e:
+      raise ValueError(f'--blt_params={config.blt_params}: {e}') from None
+  if config.blt_num_buffers is not None:
+    checks.check_int(config.blt_num_buffers, '--blt_num_buffers', minimum=1,
+                     maximum=blt_optimizer.MAX_BUFFERS)
+  rounds = checks.check_int(config.total_rounds, '--total_rounds', minimum=1)
+  min_sep = config.blt_min_separation or 0
+  if config.blt_min_separation is not None:
+    checks.check_int(min_sep, '--blt_min_separation', minimum=0,
+                     maximum=rounds - 1)
+  if config.blt_max_participation is not None:
+    max_p = checks.check_int(config.blt_max_participation,
+                             '--blt_max_participation', minimum=1)
+    fit = accounting.max_possible_participation(rounds, min_sep)
+    if max_p > fit:
+      raise ValueError(
+          f'--blt_max_participation={max_p} cannot happen: at most {fit} '
+          f'participations fit in --total_rounds={rounds} rounds with '
+          f'{min_sep} rounds between two (--blt_min_separation); use at most '
+          f'{fit}.')
+  base.check_secagg(config, 'dp_ftrl_blt', True)
+  base.check_no_adaptive_flags(config)
+
+
+def _factory(config, record_specs):
+  from dpftrl_tff.aggregators import blt  # pylint: disable=g-import-not-at-top
+  inner, noise_multiplier = base.secagg_inner_and_noise(config, record_specs)
+  return blt.build_dp_ftrl_blt_factory(
+      noise_multiplier=noise_multiplier,
+      clients_per_round=config.clients_per_round, clip_norm=config.clip_norm,
+      record_specs=record_specs, blt=optimized_blt(config)[1],
+      noise_seed=config.noise_seed, record_aggregation_factory=inner)
+
+
+def _privacy(config, rounds, max_participation, min_separation):
+  if config.noise_multiplier <= 0:
+    return None
+  return accounting.compute_privacy(
+      rounds=rounds, noise_multiplier=config.noise_multiplier,
+      max_participation=max_participation, min_separation=min_separation,
+      blt=optimized_blt(config)[1])
+
+
+MECHANISM = base.Mechanism(
+    name='dp_ftrl_blt',
+    description='fixed clip C, BLT noise (BLT-DP-FTRL, arXiv 2408.08868)',
+    validate=_validate, build_factory=_factory, privacy=_privacy,
+    initial_clip=lambda config: config.clip_norm, supports_secagg=True,
+    describe_clipping=base.fixed_clip_text, accounted_noise='blt',
+    run_parameters=BLTRunParameters())
