@@ -64,6 +64,7 @@ from absl import flags
 import numpy as np
 
 from dpftrl_tff import synthetic
+from dpftrl_tff.aggregators import registry
 
 _CASE = flags.DEFINE_string('case', None, 'Internal: run one case.')
 _CLIENTS = flags.DEFINE_list('clients', ['10', '50'], 'Clients per round.')
@@ -259,7 +260,8 @@ def _case_config(case, clients):
       latent_size=_LATENT.value, embedding_size=_EMBEDDING.value,
       aggregator=aggregator,
       secagg=case in ('tff_secagg', 'agg_secagg'), secagg_scale=1024.0,
-      noise_multiplier=0.0 if aggregator == 'none' else 0.3, clip_norm=1.0,
+      noise_multiplier=(0.3 if registry.get(aggregator).accounted_noise
+                        else 0.0), clip_norm=1.0,
       seed=0, debug_measurements=False, **blt)
 
 

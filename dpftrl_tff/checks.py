@@ -82,16 +82,28 @@ def check_name(value: Any, name: str) -> str:
   return value
 
 
+def check_noise_multiplier(value: Any, *, positive: bool = False,
+                           what: str = '') -> float:
+  """The one check of --noise_multiplier z (every binary and mechanism).
+
+  z >= 0 in training (0: no noise, said at the start); z > 0 where privacy
+  is computed (`positive`). `what` says what the noise is for, in binaries
+  whose z is one of several (e.g. "the DP runs' noise").
+  """
+  bound = '> 0' if positive else '>= 0'
+  if (value is None or isinstance(value, bool) or
+      not isinstance(value, (int, float)) or not math.isfinite(value) or
+      value < 0 or (positive and value == 0)):
+    raise ValueError(f'--noise_multiplier must be {bound}'
+                     f'{f" ({what})" if what else ""}, a finite number; got '
+                     f'{value}.')
+  return float(value)
+
+
 def check_dp_arguments(*, noise_multiplier, clip_norm, clients_per_round):
   """Checks DP-FTRL's arguments; names the flags in the errors (pure
   Python: the accountant validates a configuration without TensorFlow)."""
-  if noise_multiplier is None or not isinstance(
-      noise_multiplier, (int, float)) or not math.isfinite(noise_multiplier):
-    raise ValueError(f'--noise_multiplier must be a finite number >= 0, got '
-                     f'{noise_multiplier}.')
-  if noise_multiplier < 0:
-    raise ValueError(f'--noise_multiplier must be >= 0, got '
-                     f'{noise_multiplier}.')
+  check_noise_multiplier(noise_multiplier)
   if clip_norm is None or not isinstance(
       clip_norm, (int, float)) or not math.isfinite(clip_norm) or (
           clip_norm <= 0):

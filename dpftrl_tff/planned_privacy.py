@@ -10,6 +10,7 @@ paper's privacy report (`privacy_report`).
 """
 
 from dpftrl_tff import accounting
+from dpftrl_tff import checks
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import privacy_report
 from dpftrl_tff.aggregators import registry
@@ -81,9 +82,7 @@ def _check_numbers(*, rounds, noise_multiplier, max_participation,
       raise ValueError(f'--{name} is required.')
   if rounds < 1:
     raise ValueError(f'--rounds must be an integer >= 1, got {rounds}.')
-  if not noise_multiplier > 0 or noise_multiplier == float('inf'):
-    raise ValueError(f'--noise_multiplier must be a finite number > 0, got '
-                     f'{noise_multiplier}.')
+  checks.check_noise_multiplier(noise_multiplier, positive=True)
   if max_participation is not None and max_participation < 1:
     raise ValueError(f'--max_participation must be an integer >= 1, got '
                      f'{max_participation}.')

@@ -35,6 +35,7 @@ from absl import app
 from absl import flags
 
 from dpftrl_tff import accounting
+from dpftrl_tff import checks
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import console
 from dpftrl_tff import strict_json
@@ -149,8 +150,7 @@ def plan():
     timers = timers[:1]
   if _ROUNDS.value is None or _ROUNDS.value < 1:
     raise ValueError(f'--rounds must be >= 1, got {_ROUNDS.value}.')
-  if not _NOISE.value > 0:
-    raise ValueError(f'--noise_multiplier must be > 0, got {_NOISE.value}.')
+  checks.check_noise_multiplier(_NOISE.value, positive=True)
   target = _target_zcdp()
   candidates = []
   for m in report_goals:

@@ -21,6 +21,7 @@ runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
 
 from absl import flags
 
+from dpftrl_tff import checks
 from dpftrl_tff import console
 from dpftrl_tff import training_runs
 
@@ -65,9 +66,9 @@ def run():
                                ('exposure_candidates', _CANDIDATES.value, 1)):
     if value < minimum:
       raise ValueError(f'--{name} must be >= {minimum}, got {value}.')
-  if _NOISE.value is not None and not _NOISE.value > 0:
-    raise ValueError(f'--noise_multiplier must be > 0 (the DP runs\' noise), '
-                     f'got {_NOISE.value}.')
+  if _NOISE.value is not None:
+    checks.check_noise_multiplier(_NOISE.value, positive=True,
+                                  what='the DP runs\' noise')
   flagfile = ('configs/git_corpus.flags' if _CACHE_DIR.value else
               'configs/demo.flags')
   common = [f'--flagfile={flagfile}', f'--canary_phrases={_PHRASES.value}',

@@ -1,6 +1,8 @@
 """Tests of the mechanism registry, the config declaration and noise seeds."""
 
 import dataclasses
+import os
+import re
 
 from absl import flags
 from absl.testing import absltest
@@ -12,9 +14,11 @@ import tensorflow_federated as tff
 from dpftrl_tff import accounting
 from dpftrl_tff import config as config_lib
 from dpftrl_tff import models
+from dpftrl_tff import planned_privacy
 from dpftrl_tff import run_privacy
 from dpftrl_tff.aggregators import dp_ftrl
 from dpftrl_tff.aggregators import registry
+from tests import fixtures
 
 
 def _config(**overrides):
@@ -145,6 +149,56 @@ class ConfigTest(absltest.TestCase):
         self.assertEqual(
             models.count_parameters(vocab, **kwargs),
             models.create_cifg_lm(vocab, **kwargs).count_params())
+
+
+
+class OnePlaceTest(parameterized.TestCase):
+  """What the issue "Every privacy claim from one place" asks, as source
+  scans that fail when a second place appears."""
+
+  def _sources(self):
+    for top in ('dpftrl_tff', 'experiments', 'benchmarks'):
+      for folder, _, files in os.walk(os.path.join(fixtures.ROOT, top)):
+        for name in files:
+          if name.endswith('.py'):
+            path = os.path.join(folder, name)
+            with open(path, encoding='utf-8') as f:
+              yield os.path.relpath(path, fixtures.ROOT), f.read()
+
+  def test_nothing_outside_the_mechanisms_branches_on_their_names(self):
+    names = '|'.join(registry.names())
+    dp_names = '|'.join(registry.accounted())   # 'none' is a common word.
+    branch = re.compile(rf"[=!]=\s*'({names})'|\{{'({dp_names})':|"
+                        rf"in \(('({names})',\s*)+")
+    found = [path for path, text in self._sources()
+             if branch.search(text) and
+             not path.startswith(os.path.join('dpftrl_tff', 'aggregators',
+                                              'mechanisms'))]
+    self.assertEqual(found, [])
+
+  def test_noise_multiplier_is_checked_in_one_place(self):
+    found = [path for path, text in self._sources()
+             if "'--noise_multiplier must" in text
+             or "f'--noise_multiplier must" in text]
+    self.assertEqual(found, [os.path.join('dpftrl_tff', 'checks.py')])
+
+  @parameterized.parameters(-1.0, float('nan'), float('inf'), True)
+  def test_one_message_for_a_bad_noise_multiplier(self, z):
+    messages = set()
+    for call in (
+        lambda: config_lib.TrainConfig(aggregator='dp_ftrl',
+                                       noise_multiplier=z),
+        lambda: config_lib.TrainConfig(aggregator='dp_ftrl_adaptive',
+                                       noise_multiplier=z),
+        lambda: config_lib.TrainConfig(aggregator='dp_ftrl_blt',
+                                       noise_multiplier=z),
+        lambda: planned_privacy.build_report(rounds=10, noise_multiplier=z)):
+      with self.assertRaises(ValueError) as e:
+        call()
+      messages.add(str(e.exception).split(';')[0])
+    self.assertLen(messages, 2, messages)   # >= 0 in training, > 0 here.
+    for message in messages:
+      self.assertRegex(message, r'^--noise_multiplier must be >?=? ?0')
 
 
 if __name__ == '__main__':

@@ -68,7 +68,7 @@ def poisson_gaussian_privacy(*, noise_multiplier: float,
   Raises:
     ValueError naming the flag for a bad value.
   """
-  z = checks.check_positive(noise_multiplier, '--noise_multiplier')
+  z = checks.check_noise_multiplier(noise_multiplier, positive=True)
   q = check_sampling_probability(sampling_probability)
   rounds = checks.check_int(rounds, '--rounds', minimum=1)
   delta = checks.check_probability(delta, '--delta')

@@ -13,7 +13,7 @@ def check_adaptive_arguments(*, noise_multiplier, clients_per_round,
 
   Pure Python (the accountant validates without TensorFlow).
   """
-  z = checks.check_float(noise_multiplier, '--noise_multiplier', minimum=0.0)
+  z = checks.check_noise_multiplier(noise_multiplier)
   m = checks.check_int(clients_per_round, '--clients_per_round', minimum=1)
   checks.check_positive(initial_clip_norm, '--initial_clip_norm')
   checks.check_probability(target_unclipped_quantile,

@@ -5,8 +5,7 @@ from dpftrl_tff.aggregators.mechanisms import base
 
 
 def _validate(config):
-  z = checks.check_float(config.noise_multiplier, '--noise_multiplier',
-                         minimum=0.0)
+  z = checks.check_noise_multiplier(config.noise_multiplier)
   if z != 0:
     from dpftrl_tff.aggregators import registry  # pylint: disable=g-import-not-at-top
     dp = [n for n in registry.names() if registry.get(n).accounted_noise]
