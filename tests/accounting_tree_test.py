@@ -15,6 +15,7 @@ from tensorflow_privacy.privacy.dp_query import restart_query
 from dpftrl_tff.accounting import tree
 from dpftrl_tff.accounting import tree_dense
 from dpftrl_tff.accounting import tree_restarts
+from tests.reference import tree_brute_force
 
 
 def _tuned(**changes):
@@ -31,7 +32,7 @@ class BruteForceTest(parameterized.TestCase):
       with self.subTest(rounds=rounds, min_sep=min_sep, max_p=max_p):
         self.assertEqual(
             tree.max_sensitivity_squared(rounds, max_p, min_sep),
-            tree.brute_force_sensitivity_squared(rounds, max_p, min_sep))
+            tree_brute_force.brute_force_sensitivity_squared(rounds, max_p, min_sep))
 
   def test_random_restart_schedules(self):
     rng = random.Random(7)
@@ -45,7 +46,7 @@ class BruteForceTest(parameterized.TestCase):
                         restarts=restarts):
         self.assertEqual(
             tree.max_sensitivity_squared(rounds, max_p, min_sep, restarts),
-            tree.brute_force_sensitivity_squared(rounds, max_p, min_sep,
+            tree_brute_force.brute_force_sensitivity_squared(rounds, max_p, min_sep,
                                                  restarts))
 
   def test_budget_that_cannot_bind(self):
@@ -56,7 +57,7 @@ class BruteForceTest(parameterized.TestCase):
       with self.subTest(rounds=rounds, min_sep=min_sep):
         self.assertEqual(
             tree.max_sensitivity_squared(rounds, possible + 3, min_sep),
-            tree.brute_force_sensitivity_squared(rounds, possible, min_sep))
+            tree_brute_force.brute_force_sensitivity_squared(rounds, possible, min_sep))
 
   def test_fast_path_equals_the_full_program(self):
     rng = random.Random(11)
@@ -117,7 +118,7 @@ class BruteForceTest(parameterized.TestCase):
             self.assertEqual(
                 tree.max_sensitivity_squared(rounds, max_p, min_sep,
                                              restarts),
-                tree.brute_force_sensitivity_squared(rounds, max_p, min_sep,
+                tree_brute_force.brute_force_sensitivity_squared(rounds, max_p, min_sep,
                                                      restarts))
       finally:
         tree._block_tree.cache_clear()  # pylint: disable=protected-access
@@ -459,7 +460,7 @@ class HopelessCountsTest(parameterized.TestCase):
           rounds, min_sep) - 1))
       restarts = sorted(rng.sample(range(1, rounds),
                                    rng.randint(1, min(3, rounds - 1))))
-      worst = tree.brute_force_sensitivity_squared(rounds, max_p, min_sep,
+      worst = tree_brute_force.brute_force_sensitivity_squared(rounds, max_p, min_sep,
                                                    restarts)
       tree._block_tree.cache_clear()  # pylint: disable=protected-access
       with _tuned(dense_min_cap=0), \
@@ -506,7 +507,7 @@ class HopelessCountsTest(parameterized.TestCase):
         ceiling = ceilings.after(done, np.arange(fits + 3))
         for budget in range(1, fits + 3):
           # The later trees alone, entered afresh: at least any completion.
-          best = tree.brute_force_sensitivity_squared(
+          best = tree_brute_force.brute_force_sensitivity_squared(
               sum(rest), min(budget, fits), min_sep, restarts)
           with self.subTest(segments=segments, done=done, budget=budget):
             self.assertGreaterEqual(ceiling[budget], best)

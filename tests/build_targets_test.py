@@ -44,8 +44,9 @@ class BuildTargetsTest(absltest.TestCase):
           rule_here = 'py_library'
         else:
           rule_here = rule
-        if folder == 'dpftrl_tff' or path.name == '__init__.py':
-          rule_here = 'py_library'
+        if (folder == 'dpftrl_tff' or path.name == '__init__.py' or
+            rel.startswith(os.path.join('tests', 'reference'))):
+          rule_here = 'py_library'   # Library code, or the tests' oracles.
         text = path.read_text()
         if rule == 'py_binary' and 'app.run(' not in text and (
             'run_app(' not in text):

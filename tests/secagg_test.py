@@ -12,7 +12,7 @@ import tensorflow_federated as tff
 from dpftrl_tff import accounting
 from dpftrl_tff.aggregators import dp_ftrl
 from dpftrl_tff.aggregators import secagg
-from dpftrl_tff.aggregators import secagg_reference as ref
+from tests.reference import secagg_reference as ref
 
 
 def setUpModule():

@@ -11,7 +11,8 @@ import hypothesis
 from hypothesis import strategies as st
 
 from dpftrl_tff.accounting import tree
-from dpftrl_tff.accounting import tree_reference
+from tests.reference import tree_reference
+from tests.reference import tree_brute_force
 
 
 @st.composite
@@ -38,7 +39,7 @@ class TreeReferenceTest(absltest.TestCase):
             self.assertEqual(
                 tree_reference.sensitivity_squared(rounds, max_p, min_sep,
                                                    restarts),
-                tree.brute_force_sensitivity_squared(
+                tree_brute_force.brute_force_sensitivity_squared(
                     rounds, max_p, min_sep, restart_rounds=restarts),
                 (rounds, max_p, min_sep, restarts))
 

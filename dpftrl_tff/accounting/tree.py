@@ -73,7 +73,6 @@ the counts from which no pattern can reach the value of a feasible one
 
 import bisect
 import functools
-import itertools
 from typing import Dict, Iterable, List, Sequence, Tuple
 
 import numpy as np
@@ -471,34 +470,3 @@ def paper_restart_rounds(total_rounds: int, *, warmup: int = 128,
   warmup = checks.check_int(warmup, 'restart_warmup', minimum=1)
   frequency = checks.check_int(frequency, 'restart_frequency', minimum=1)
   return list(range(warmup, total_rounds, frequency))
-
-
-def brute_force_sensitivity_squared(total_rounds: int, max_participation: int,
-                                    min_separation: int,
-                                    restart_rounds: Sequence[int] = ()) -> int:
-  """Enumerates every participation pattern. For tests on small trees only."""
-  segments = _restart_segments(total_rounds, restart_rounds)
-  starts = list(itertools.accumulate([0] + segments[:-1]))
-  nodes = []
-  for start, length in zip(starts, segments):
-    for h in range(length.bit_length()):
-      size = 1 << h
-      for k in range(length // size):
-        nodes.append((start + k * size, start + (k + 1) * size))
-  gap = min_separation + 1
-  best = 0
-
-  def extend(pattern, last):
-    nonlocal best
-    if pattern:
-      value = sum(
-          sum(1 for t in pattern if lo <= t < hi)**2 for lo, hi in nodes)
-      best = max(best, value)
-    if len(pattern) == max_participation:
-      return
-    first = 0 if last is None else last + gap
-    for t in range(first, total_rounds):
-      extend(pattern + [t], t)
-
-  extend([], None)
-  return best

@@ -83,7 +83,13 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
 
   # Practice 2: the largest noise meeting the target, DP-FTRL, fixed clip.
   noise_rows = []
+  stopped_by_budget = False
   for z in policy.noise_grid(least_z, budget.noise_factors):
+    if noise_rows and search.over_budget():
+      stopped_by_budget = True
+      print_fn(f'  the budget ({request.budget_minutes:g} min) is spent: no '
+               f'larger noise multiplier is tried')
+      break
     row = search.simulate(
         f'z{z:g}', search.simulation_flags(
             aggregator='dp_ftrl', client_lr=best['client_lr'],
@@ -117,7 +123,8 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
       best=best, clip_norm=clip, no_dp=no_dp, unigram=unigram,
       target=target, noise_rows=noise_rows, chosen=chosen,
       meets_utility=meets_utility, plan=plan, target_zcdp=target_zcdp,
-      least_noise_per_client=noise_per_client)
+      least_noise_per_client=noise_per_client,
+      stopped_by_budget=stopped_by_budget)
   report_lib.write(request.output_dir, result, plan=plan)
   return result
 

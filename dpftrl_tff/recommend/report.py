@@ -29,7 +29,8 @@ def _strip(row: Dict) -> Dict:
 
 def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           unigram, target, noise_rows, chosen, meets_utility, plan,
-          target_zcdp, least_noise_per_client) -> Dict:
+          target_zcdp, least_noise_per_client,
+          stopped_by_budget=False) -> Dict:
   """recommendation.json's content."""
   out = os.path.abspath(request.output_dir)
   privacy = plan.privacy
@@ -74,6 +75,7 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           participation='timer model (simulated, planned; account the real '
           'launch from its observed MinS and MaxP)'),
       budget=dict(minutes=request.budget_minutes,
+                  stopped_noise_search=stopped_by_budget,
                   rounds_per_simulation=budget.rounds,
                   estimated_seconds=budget.estimated_seconds,
                   pretrain_steps=budget.pretrain_steps,
@@ -91,12 +93,17 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
       report_goal_curve=plan.report_goal_curve,
       simulation_flags=list(chosen['flags']),
       suggestions=_suggestions(chosen, unigram, target, meets_utility, plan,
-                               budget))
+                               budget, stopped_by_budget))
 
 
-def _suggestions(chosen, unigram, target, meets_utility, plan,
-                 budget) -> List[str]:
+def _suggestions(chosen, unigram, target, meets_utility, plan, budget,
+                 stopped_by_budget) -> List[str]:
   out = []
+  if stopped_by_budget:
+    out.append('The budget ran out during the noise search: a larger noise '
+               'multiplier (and so a cheaper launch) may also meet the '
+               'target; re-run with a larger --budget_minutes (finished '
+               'simulations are reused).')
   accuracy = chosen.get('accuracy')
   if accuracy is None or accuracy < unigram + 0.01:
     out.append('The recommended simulation does not beat the unigram '

@@ -236,6 +236,11 @@ class Search:
     return flags
 
   # --- running ---------------------------------------------------------------
+  def over_budget(self) -> bool:
+    """Whether --budget_minutes has passed since the search started."""
+    return (not self.request.quick and
+            time.monotonic() - self.started > 60 * self.request.budget_minutes)
+
   def _eta(self) -> str:
     left = self.simulations_total - self.simulations_done
     if self.seconds_per_simulation:

@@ -45,7 +45,7 @@ C_inflated (accounting/secagg.py); DP-FTRL must calibrate its noise to it
 
 Modules, along TFF's aggregators: `rotation` (step 2), `rounding` (steps 1,
 3, 4), `codec` (the constants, a client's encoding and the server's
-decoding), `factory` (the TFF factory); `secagg_reference.py` beside them is
+decoding), `factory` (the TFF factory); `tests/reference/secagg_reference.py` is
 the NumPy reference every step is tested against.
 """
 

@@ -2,7 +2,8 @@
 
 D_xi is the diagonal of the round's random signs, H_{d'} the Hadamard matrix
 of the padded dimension d' = 2^k, applied in O(d' log d') by the fast
-Walsh-Hadamard transform; `secagg_reference.py` is its NumPy reference.
+Walsh-Hadamard transform; `tests/reference/secagg_reference.py` is its NumPy
+reference.
 """
 
 import math
