@@ -258,8 +258,8 @@ class OptimizerTest(parameterized.TestCase):
 class CompareMechanismsTest(absltest.TestCase):
 
   def test_blt_at_its_noise_multiplier_has_the_trees_zcdp(self):
-    from experiments import compare_mechanisms  # pylint: disable=g-import-not-at-top
-    row = compare_mechanisms.compare_row(200, 30, 5)
+    from dpftrl_tff.accounting import comparison  # pylint: disable=g-import-not-at-top
+    row = comparison.compare_row(200, 30, 5)
     blt = toeplitz.BLT([float(x) for x in row['blt_buf_decay'].split()],
                        [float(x) for x in row['blt_output_scale'].split()])
     at_z_blt = accounting.compute_privacy(
