@@ -23,6 +23,15 @@ class DivergedRun(RuntimeError):
   """The run stopped because it diverged (its output says where)."""
 
 
+class RefusedRun(RuntimeError):
+  """The training binary refused the run's flags (exit code 2; its output
+  says which)."""
+
+
+# The training binary's exit code for a refused command (`console.run_main`).
+REFUSED_EXIT_CODE = 2
+
+
 def _die_with_parent():
   """In the child, before exec: SIGTERM when the launching process dies.
 
@@ -64,6 +73,10 @@ def run_training(root: str, name: str, flags) -> dict:
   if proc.returncode == DIVERGED_EXIT_CODE:
     raise DivergedRun(f'the run {name} diverged (exit code '
                       f'{DIVERGED_EXIT_CODE}); see its output above.')
+  if proc.returncode == REFUSED_EXIT_CODE:
+    raise RefusedRun(f'the run {name} was refused (exit code '
+                     f'{REFUSED_EXIT_CODE}): its flags, or flags after `--`, '
+                     f'are not accepted; see its output above.')
   if proc.returncode or not os.path.isfile(summary_path):
     raise RuntimeError(f'The run {name} failed or was refused (exit code '
                        f'{proc.returncode}); see its output above.')

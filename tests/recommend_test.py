@@ -114,7 +114,9 @@ class RecommendTest(absltest.TestCase):
         (['--timer_hours=x'], '--timer_hours'),
         (['--max_report_goal=2', '--clients_per_round=20'],
          '--max_report_goal'),
-        (['--cache_dir=/nonexistent'], '/nonexistent')):
+        (['--cache_dir=/nonexistent'], '/nonexistent'),
+        (['--quick', '--pretrain_steps=0', '--', '--client_batch_size=0'],
+         'refused')):
       proc = fixtures.run_module(
           'experiments.recommend', f'--cache_dir={self.corpus}',
           '--population=1000', f'--output_dir={tempfile.mkdtemp()}', *args)

@@ -192,8 +192,12 @@ def _flag_values(flag_list: Sequence[str]) -> Dict[str, float]:
 
 
 class SimulationFailed(ValueError):
-  """A simulation failed or was refused; re-running resumes it."""
+  """A simulation failed; re-running resumes it (exit code 1)."""
   infrastructure = True
+
+
+class SimulationRefused(ValueError):
+  """The training binary refused a simulation's flags (exit code 2)."""
 
 
 class Search:
@@ -264,6 +268,8 @@ class Search:
     except training_runs.DivergedRun:
       row.update(accuracy=None, diverged=True)
       summary = None
+    except training_runs.RefusedRun as e:
+      raise SimulationRefused(str(e)) from e
     except RuntimeError as e:
       raise SimulationFailed(str(e)) from e
     self.simulations_done += 1
