@@ -78,8 +78,8 @@ _MODEL = config_lib.define_flags(only=pretrained.MODEL_FIELDS)
 # The evaluation's cap per author, declared once in TrainConfig.
 _EVAL_PER_AUTHOR = config_lib.define_flags(
     only=['eval_sentences_per_author'])['eval_sentences_per_author']
+_DATA = data_flags.define_flags()
 flags.adopt_module_key_flags(config_lib)
-flags.adopt_module_key_flags(data_flags)
 
 
 def run() -> dict:
@@ -93,7 +93,8 @@ def run() -> dict:
   config = dataclasses.replace(
       config_lib.from_flags(_MODEL), seed=_SEED.value,
       eval_sentences_per_author=_EVAL_PER_AUTHOR.value)  # Validated when made.
-  so = data_flags.load(_ROOT.value, config.vocab_size)
+  so = data_flags.load(data_flags.from_flags(_DATA), _ROOT.value,
+                       config.vocab_size)
   if _TFDS_NAME.value == public_corpus.EMBEDDED_NAME:
     data_dir = _TFDS_DIR.value or os.path.join(_ROOT.value, 'tfds')
     generated = so.generated or {}

@@ -38,8 +38,8 @@ _STOP_AFTER = flags.DEFINE_integer(
     'Stop after this many rounds as if killed (testing resumption).')
 # Training: one flag per TrainConfig field.
 _CONFIG = config_lib.define_flags()
+_DATA = data_flags.define_flags()
 flags.adopt_module_key_flags(config_lib)   # Listed by --helpshort too.
-flags.adopt_module_key_flags(data_flags)
 
 
 def run() -> dict:
@@ -47,7 +47,8 @@ def run() -> dict:
   config = config_lib.from_flags(_CONFIG)   # Validated when made.
   for warning in run_privacy.start_warnings(config):
     console.warn(warning)
-  so = data_flags.load(_ROOT.value, config.vocab_size)
+  so = data_flags.load(data_flags.from_flags(_DATA), _ROOT.value,
+                       config.vocab_size)
   train_data, heldout_data, vocab = so.train, so.heldout, so.vocab
   output_dir = os.path.join(_ROOT.value, _NAME.value)
   description = so.description

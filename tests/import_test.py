@@ -59,6 +59,24 @@ class ImportTest(absltest.TestCase):
         second, "{'worker': True, 'fast_serialization': True} True True")
 
 
+  def test_the_library_defines_no_flags_at_import(self):
+    # Flags belong to the binaries (`config.define_flags`,
+    # `data_flags.define_flags`); importing every library module defines
+    # none (data_flags defined the data flags at import until 2026-11-27).
+    script = (
+        'import os, pkgutil, importlib\n'
+        'from absl import flags\n'
+        'import tensorflow, tensorflow_datasets, tensorflow_federated\n'
+        'before = set(flags.FLAGS)\n'
+        'import dpftrl_tff\n'
+        'for m in pkgutil.walk_packages(dpftrl_tff.__path__, "dpftrl_tff."):\n'
+        '  importlib.import_module(m.name)\n'
+        'print("NEW", sorted(set(flags.FLAGS) - before), flush=True)\n'
+        'os._exit(0)\n')
+    proc = subprocess.run([sys.executable, '-c', script], cwd=fixtures.ROOT,
+                          capture_output=True, text=True, timeout=300)
+    self.assertIn('NEW []', proc.stdout, fixtures.stderr_tail(proc.stderr))
+
   def test_binaries_without_training_do_not_load_tensorflow(self):
     # Accounting, planning and the launchers of training subprocesses run
     # in a fraction of a second without TensorFlow (its import is about
