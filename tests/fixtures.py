@@ -203,6 +203,28 @@ def write_jsonl(path: str, objects) -> str:
   return path
 
 
+def small_git_corpus() -> str:
+  """A build_git_corpus output of 30 authors of 3 commits (with public
+  text) in a new temporary directory; its path."""
+  folder = tempfile.mkdtemp()
+  commits = write_jsonl(os.path.join(folder, 'commits.jsonl'), [
+      dict(commit=f'{k}-{i}', author=f'author{i}', date=f'2021-0{1 + k}-01',
+           message=f'area{i % 4}: fix the widget number {k}\n\nThe widget '
+           f'broke when it was empty. This keeps it safe. It was reported '
+           f'twice.\n')
+      for k in range(3) for i in range(30)])
+  docs = write_jsonl(os.path.join(folder, 'docs.jsonl'), [dict(
+      path='a.adoc',
+      text='The widget is safe when it is empty. It keeps its data.\n' * 50)])
+  corpus = os.path.join(folder, 'corpus')
+  built = run_module('experiments.build_git_corpus',
+                     f'--commits_jsonl={commits}', f'--docs_jsonl={docs}',
+                     f'--output_dir={corpus}')
+  if built.returncode:
+    raise AssertionError(stderr_tail(built.stderr))
+  return corpus
+
+
 @contextlib.contextmanager
 def reused_builds(capacity: int = 8):
   """While open, `learning_process.build_learning_process` returns the

@@ -9,31 +9,12 @@ from absl.testing import absltest
 from tests import fixtures
 
 
-def _small_git_corpus() -> str:
-  folder = tempfile.mkdtemp()
-  commits = fixtures.write_jsonl(os.path.join(folder, 'commits.jsonl'), [
-      dict(commit=f'{k}-{i}', author=f'author{i}', date=f'2021-0{1 + k}-01',
-           message=f'area{i % 4}: fix the widget number {k}\n\nThe widget '
-           f'broke when it was empty. This keeps it safe. It was reported '
-           f'twice.\n')
-      for k in range(3) for i in range(30)])
-  docs = fixtures.write_jsonl(os.path.join(folder, 'docs.jsonl'), [dict(
-      path='a.adoc',
-      text='The widget is safe when it is empty. It keeps its data.\n' * 50)])
-  corpus = os.path.join(folder, 'corpus')
-  built = fixtures.run_module(
-      'experiments.build_git_corpus', f'--commits_jsonl={commits}',
-      f'--docs_jsonl={docs}', f'--output_dir={corpus}')
-  assert built.returncode == 0, built.stderr[-2000:]
-  return corpus
-
-
 class RecommendTest(absltest.TestCase):
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.corpus = _small_git_corpus()
+    cls.corpus = fixtures.small_git_corpus()
     cls.out = tempfile.mkdtemp()
     cls.args = ['--quick', f'--cache_dir={cls.corpus}',
                 f'--output_dir={cls.out}', '--population=100000',

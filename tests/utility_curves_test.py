@@ -73,21 +73,7 @@ class ReproduceUtilityCurvesGitTest(absltest.TestCase):
   # README's demo run. ReportGoalSeedsTest covers several seeds.
 
   def test_quick_mode_on_a_git_corpus(self):
-    folder = tempfile.mkdtemp()
-    commits = fixtures.write_jsonl(os.path.join(folder, 'commits.jsonl'), [
-        dict(commit=f'{k}-{i}', author=f'author{i}', date=f'2021-0{1 + k}-01',
-             message=f'area{i % 4}: fix the widget number {k}\n\nThe '
-             f'widget broke when it was empty. This keeps it safe. It was '
-             f'reported twice.\n')
-        for k in range(3) for i in range(30)])
-    docs = fixtures.write_jsonl(os.path.join(folder, 'docs.jsonl'), [dict(
-        path='a.adoc',
-        text='The widget is safe when it is empty. It keeps its data.\n' * 50)])
-    corpus = os.path.join(folder, 'corpus')
-    built = fixtures.run_module(
-        'experiments.build_git_corpus', f'--commits_jsonl={commits}',
-        f'--docs_jsonl={docs}', f'--output_dir={corpus}')
-    self.assertEqual(built.returncode, 0, built.stderr[-2000:])
+    corpus = fixtures.small_git_corpus()
     root, out = tempfile.mkdtemp(), tempfile.mkdtemp()
     proc = fixtures.run_module('experiments.reproduce_utility_curves',
                                '--quick', '--seeds=1',

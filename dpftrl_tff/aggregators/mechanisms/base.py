@@ -135,6 +135,18 @@ def secagg_inner_and_noise(config, record_specs):
                                                    params)
 
 
+def fixed_clip_factory(build, config, record_specs, **kwargs):
+  """`build` (a fixed-clip DP factory builder: the tree's, the BLT's) with
+  the config's noise, report goal, clip and noise seed, and SecAgg's sum
+  and raised noise when --secagg is on."""
+  inner, noise_multiplier = secagg_inner_and_noise(config, record_specs)
+  return build(
+      noise_multiplier=noise_multiplier,
+      clients_per_round=config.clients_per_round, clip_norm=config.clip_norm,
+      record_specs=record_specs, noise_seed=config.noise_seed,
+      record_aggregation_factory=inner, **kwargs)
+
+
 def check_fixed_clip_dp(config):
   checks.check_dp_arguments(noise_multiplier=config.noise_multiplier,
                             clip_norm=config.clip_norm,

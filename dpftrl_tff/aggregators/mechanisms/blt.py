@@ -154,12 +154,8 @@ def _validate(config):
 
 def _factory(config, record_specs):
   from dpftrl_tff.aggregators import blt  # pylint: disable=g-import-not-at-top
-  inner, noise_multiplier = base.secagg_inner_and_noise(config, record_specs)
-  return blt.build_dp_ftrl_blt_factory(
-      noise_multiplier=noise_multiplier,
-      clients_per_round=config.clients_per_round, clip_norm=config.clip_norm,
-      record_specs=record_specs, blt=optimized_blt(config)[1],
-      noise_seed=config.noise_seed, record_aggregation_factory=inner)
+  return base.fixed_clip_factory(blt.build_dp_ftrl_blt_factory, config,
+                                 record_specs, blt=optimized_blt(config)[1])
 
 
 def _privacy(config, rounds, max_participation, min_separation):

@@ -13,12 +13,8 @@ def _validate(config):
 
 def _factory(config, record_specs):
   from dpftrl_tff.aggregators import dp_ftrl  # pylint: disable=g-import-not-at-top
-  inner, noise_multiplier = base.secagg_inner_and_noise(config, record_specs)
-  return dp_ftrl.build_dp_ftrl_factory(
-      noise_multiplier=noise_multiplier,
-      clients_per_round=config.clients_per_round, clip_norm=config.clip_norm,
-      record_specs=record_specs, noise_seed=config.noise_seed,
-      record_aggregation_factory=inner)
+  return base.fixed_clip_factory(dp_ftrl.build_dp_ftrl_factory, config,
+                                 record_specs)
 
 
 def _privacy(config, rounds, max_participation, min_separation):
