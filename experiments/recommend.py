@@ -77,8 +77,11 @@ _MARGIN = flags.DEFINE_float(
     'plus this (0.01 = one point).')
 _BUDGET = flags.DEFINE_float('budget_minutes', 45.0,
                              'Time for the whole search on this machine.')
-_TIMERS = flags.DEFINE_list('timer_hours', ['24', '48', '72'],
-                            'Timer periods the launch plan tries (hours).')
+_TIMERS = flags.DEFINE_list(
+    'timer_hours', ['auto'],
+    'Timer periods the launch plan tries (hours); auto: 0.5, 1 and 1.5 '
+    'times the period holding as many rounds as the population\'s MinS cap '
+    'at the chosen report goal.')
 _PRETRAIN = flags.DEFINE_integer(
     'pretrain_steps', 2000, 'Pretraining steps on the corpus\'s public text '
     '(practice 1); 0: none.')
@@ -119,15 +122,16 @@ def _request(extra_flags) -> search.Request:
   checks.check_int(_MAX_ROUNDS.value, '--max_rounds', minimum=1)
   checks.check_int(_SEED.value, '--seed', minimum=0)
   timers = []
-  for text in _TIMERS.value:
+  for text in ([] if _TIMERS.value == ['auto'] else _TIMERS.value):
     try:
       timers.append(float(text))
     except ValueError:
       timers.append(float('nan'))
     if not timers[-1] > 0:
       raise ValueError(f'--timer_hours must be hours > 0, got {text!r}.')
-  if not timers:
-    raise ValueError('--timer_hours must not be empty.')
+  if not timers and _TIMERS.value != ['auto']:
+    raise ValueError('--timer_hours must not be empty (auto: timers around '
+                     'the population\'s MinS cap).')
   return search.Request(
       cache_dir=_CACHE.value, output_dir=_OUTPUT.value,
       population=_POPULATION.value, launch_rounds=_ROUNDS.value,
@@ -135,7 +139,7 @@ def _request(extra_flags) -> search.Request:
       max_report_goal=_MAX_GOAL.value, clients_per_round=_CLIENTS.value,
       budget_minutes=_BUDGET.value, utility_target=_TARGET.value,
       utility_fraction=_FRACTION.value, utility_margin=_MARGIN.value,
-      timer_hours=tuple(sorted(set(timers))),
+      timer_hours=tuple(sorted(set(timers))) or None,
       pretrain_steps=_PRETRAIN.value, max_rounds=_MAX_ROUNDS.value,
       seed=_SEED.value, quick=_QUICK.value, extra_flags=tuple(extra_flags))
 

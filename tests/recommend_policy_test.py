@@ -167,6 +167,14 @@ class LaunchTest(absltest.TestCase):
     self.assertGreater(plan.noise_multiplier / 500, 1e-4)
     self.assertAlmostEqual(plan.privacy['zcdp'], rho, delta=1e-9 * rho)
 
+  def test_auto_timers_surround_the_cap(self):
+    from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
+    # Cap floor(4.21M / 6500) - 1 = 646: 647 rounds of 5 minutes = 53.9 h.
+    self.assertEqual(
+        launch.auto_timer_hours(4_210_000, 2000, 6500,
+                                participation.TimerSettings()),
+        [27.0, 54.0, 81.0])
+
   def test_report_goal_candidates(self):
     goals = launch.report_goal_candidates(20, 6500)
     self.assertEqual((goals[0], goals[-1]), (20, 6500))

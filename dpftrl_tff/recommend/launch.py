@@ -147,6 +147,25 @@ def smallest_report_goal(*, noise_per_client, population, rounds,
       zcdp_of=zcdp_of, noise_for=noise_for, target_zcdp=target_zcdp)
 
 
+# Practice 4 without given timers: timers around the one whose period holds
+# as many rounds as the population's MinS cap, at full speed.
+AUTO_TIMER_FACTORS = (0.5, 1.0, 1.5)
+
+
+def auto_timer_hours(population: int, rounds: int, report_goal: int,
+                     timer_settings: participation.TimerSettings) -> List[float]:
+  """Timers (hours) to simulate for report goal m: the period in which the
+  system runs cap + 1 rounds (cap = floor(N / m) - 1, at most T - 1) at its
+  `round_minutes`, times `AUTO_TIMER_FACTORS`, to the half hour, at least
+  one round."""
+  cap = min(accounting.max_min_separation(population, report_goal),
+            rounds - 1)
+  hours = (cap + 1) * timer_settings.round_minutes / 60
+  least = timer_settings.round_minutes / 60
+  return sorted({max(least, round(2 * f * hours) / 2)
+                 for f in AUTO_TIMER_FACTORS})
+
+
 @dataclasses.dataclass(frozen=True)
 class LaunchPlan:
   report_goal: int
@@ -163,14 +182,15 @@ class LaunchPlan:
 
 def plan(*, noise_per_client: float, population: int, rounds: int,
          smallest_report_goal_: int, largest_report_goal: int,
-         target_zcdp: float, delta: float, timer_hours: Sequence[float],
+         target_zcdp: float, delta: float,
+         timer_hours: Optional[Sequence[float]],
          timer_settings: participation.TimerSettings =
          participation.TimerSettings(), seed: int = 0,
          progress: Optional[Callable[[str], None]] = None) -> LaunchPlan:
   """Practices 3 and 4: the launch for a simulated noise per client.
 
   The report goal is chosen under ideal participation, then the timer model
-  is simulated for it at each of `timer_hours`; if the chosen timer's
+  is simulated for it at each of `timer_hours` (None: `auto_timer_hours`); if the chosen timer's
   realized MinS and MaxP miss the target, a larger report goal is tried
   (at most `MAX_SIMULATED_REPORT_GOALS` in all, the largest last), and at
   the largest the noise is raised to meet the target.
@@ -192,7 +212,8 @@ def plan(*, noise_per_client: float, population: int, rounds: int,
   all_sims = []
   for m in goals:
     sims = []
-    for hours in timer_hours:
+    for hours in (timer_hours or auto_timer_hours(population, rounds, m,
+                                                  timer_settings)):
       say(f'simulating the timer model: {population:,} devices, report '
           f'goal {m}, timer {hours:g} h, {rounds} rounds')
       sim = participation.simulate(

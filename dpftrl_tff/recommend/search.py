@@ -78,7 +78,7 @@ class Request:
   utility_target: Optional[float] = None
   utility_fraction: float = 0.9
   utility_margin: float = 0.01
-  timer_hours: Sequence[float] = (24.0, 48.0, 72.0)
+  timer_hours: Optional[Sequence[float]] = None   # None: auto.
   pretrain_steps: int = 2000
   max_rounds: int = 1000
   seed: int = 0
@@ -119,9 +119,9 @@ def plan_budget(request: Request, *, round_seconds: float,
                    'multipliers (a test of the pipeline, not a '
                    'recommendation to launch with)'])
   steps = request.pretrain_steps if public_text else 0
+  num_timers = len(request.timer_hours or launch_lib.AUTO_TIMER_FACTORS)
   timer_seconds = (TIMER_SECONDS_PER_MILLION_KROUNDS * request.population /
-                   1e6 * request.launch_rounds / 1e3 *
-                   len(request.timer_hours) * 2)
+                   1e6 * request.launch_rounds / 1e3 * num_timers * 2)
   fixed = steps * PRETRAIN_STEP_SECONDS + timer_seconds
   budget = request.budget_minutes * 60
   options = [(len(LEARNING_RATE_GRID), len(NOISE_FACTORS)),
@@ -147,7 +147,7 @@ def plan_budget(request: Request, *, round_seconds: float,
       (f'pretraining: {steps} steps on the public text' if steps else
        'pretraining: none (no public text in --cache_dir, or '
        '--pretrain_steps=0)'),
-      f'launch: the timer model at {len(request.timer_hours)} timers for '
+      f'launch: the timer model at {num_timers} timers for '
       f'{request.population:,} devices and {request.launch_rounds} rounds',
       f'estimated time {progress_lib.format_seconds(estimate)} of the '
       f'budget {request.budget_minutes:g} min (every run after the first '
