@@ -2,6 +2,7 @@
 launch half (`recommend.launch`) against the accountant and a closed form."""
 
 import math
+from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -166,6 +167,59 @@ class LaunchTest(absltest.TestCase):
     self.assertEqual(plan.report_goal, 500)
     self.assertGreater(plan.noise_multiplier / 500, 1e-4)
     self.assertAlmostEqual(plan.privacy['zcdp'], rho, delta=1e-9 * rho)
+
+  def test_bisection_finds_the_smallest_report_goal_meeting_the_target(self):
+    # A canned timer model: MinS a quarter of the cap whatever the timer.
+    rounds, population = 300, 200_000
+
+    def simulate(*, population, rounds, report_goal, model, seed, timer):
+      del model, seed
+      cap = min(population // report_goal - 1, rounds - 1)
+      min_sep = cap // 4
+      return dict(rounds=rounds, report_goal=report_goal,
+                  timer_hours=timer.timer_hours,
+                  observed_min_separation=min_sep,
+                  observed_max_participation=(rounds - 1) // (min_sep + 1)
+                  + 1, population_min_separation=cap)
+
+    rho = accounting.zcdp_for_epsilon(10, 1e-10)
+    per_client = 4 * launch.noise_for_target(
+        rounds=rounds, report_goal=2000, target_zcdp=rho, delta=1e-10,
+        **launch.ideal_participation(population, rounds, 2000)) / 2000
+
+    def meets(m):
+      sim = simulate(population=population, rounds=rounds, report_goal=m,
+                     model='timer', seed=0, timer=participation_timer(24))
+      return launch.privacy_of_simulation(sim, per_client * m,
+                                          1e-10)['zcdp'] <= rho
+
+    from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
+
+    def participation_timer(hours):
+      return participation.TimerSettings(timer_hours=hours)
+
+    candidates = launch.report_goal_candidates(20, 5000)
+    smallest = min(m for m in candidates if meets(m))
+    with mock.patch.object(launch.participation, 'simulate', simulate), \
+        mock.patch.object(launch, 'MAX_SIMULATED_REPORT_GOALS', 100):
+      plan = launch.plan(noise_per_client=per_client, population=population,
+                         rounds=rounds, smallest_report_goal_=20,
+                         largest_report_goal=5000, target_zcdp=rho,
+                         delta=1e-10, timer_hours=[24])
+    self.assertEqual(plan.report_goal, smallest)
+    self.assertFalse(plan.capped)
+    self.assertLessEqual(plan.privacy['zcdp'], rho)
+    tried = sorted({s['report_goal'] for s in plan.timer_simulations})
+    self.assertLess(len(tried), len(candidates) // 2)   # Bisected.
+    with mock.patch.object(launch.participation, 'simulate', simulate):
+      plan = launch.plan(noise_per_client=per_client, population=population,
+                         rounds=rounds, smallest_report_goal_=20,
+                         largest_report_goal=5000, target_zcdp=rho,
+                         delta=1e-10, timer_hours=[24])
+    self.assertLessEqual(
+        len({s['report_goal'] for s in plan.timer_simulations}),
+        launch.MAX_SIMULATED_REPORT_GOALS)
+    self.assertTrue(meets(plan.report_goal))
 
   def test_auto_timers_surround_the_cap(self):
     from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top

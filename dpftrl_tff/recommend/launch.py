@@ -21,9 +21,9 @@ from dpftrl_tff.recommend import policy
 
 AGGREGATOR = 'dp_ftrl'
 # Report goals whose timer-model participation is simulated, at most: the
-# smallest meeting the target under ideal participation, the geometric
-# middle to the largest, and the largest.
-MAX_SIMULATED_REPORT_GOALS = 3
+# smallest meeting the target under ideal participation, the largest, and
+# bisection steps between them.
+MAX_SIMULATED_REPORT_GOALS = 5
 
 
 def privacy(*, rounds: int, report_goal: int, noise_multiplier: float,
@@ -189,11 +189,15 @@ def plan(*, noise_per_client: float, population: int, rounds: int,
          progress: Optional[Callable[[str], None]] = None) -> LaunchPlan:
   """Practices 3 and 4: the launch for a simulated noise per client.
 
-  The report goal is chosen under ideal participation, then the timer model
-  is simulated for it at each of `timer_hours` (None: `auto_timer_hours`); if the chosen timer's
-  realized MinS and MaxP miss the target, a larger report goal is tried
-  (at most `MAX_SIMULATED_REPORT_GOALS` in all, the largest last), and at
-  the largest the noise is raised to meet the target.
+  The smallest report goal meeting the target under ideal participation
+  (the population's MinS cap) is the first candidate; at each report goal
+  tried, the timer model is simulated at each of `timer_hours` (None:
+  `auto_timer_hours`) and `policy.timer` picks the timer, whose realized
+  MinS and MaxP give the privacy. If the first misses, the largest is
+  tried, then the smallest meeting the target is bisected for between them
+  (larger report goals at the same z / m are more private), at most
+  `MAX_SIMULATED_REPORT_GOALS` report goals in all. If even the largest
+  misses, its noise is raised to meet the target (capped).
   """
   say = progress or (lambda text: None)
   largest = min(largest_report_goal, population)
@@ -207,60 +211,67 @@ def plan(*, noise_per_client: float, population: int, rounds: int,
                             delta=delta)
   goals = [m for m in report_goal_candidates(smallest_report_goal_, largest)
            if m >= first.report_goal]
-  if len(goals) > MAX_SIMULATED_REPORT_GOALS:   # Each costs len(timers) sims.
-    goals = [goals[0], goals[len(goals) // 2], goals[-1]]
-  all_sims = []
-  for m in goals:
-    sims = []
-    for hours in (timer_hours or auto_timer_hours(population, rounds, m,
-                                                  timer_settings)):
-      say(f'simulating the timer model: {population:,} devices, report '
-          f'goal {m}, timer {hours:g} h, {rounds} rounds')
-      sim = participation.simulate(
-          population=population, rounds=rounds, report_goal=m,
-          model='timer', seed=seed,
-          timer=dataclasses.replace(timer_settings, timer_hours=hours))
-      sims.append(sim)
-    all_sims.extend(sims)
-    chosen = policy.timer(sims)
-    realized = participation_of_simulation(chosen)
-    min_sep = realized['min_separation']
-    max_part = realized['max_participation']
-    z = noise_per_client * m
+  all_sims, tried = [], {}
+
+  def attempt(m):
+    """(meets, timer simulation chosen, privacy at z = z/m * m) for m."""
+    if m not in tried:
+      sims = []
+      for hours in (timer_hours or auto_timer_hours(population, rounds, m,
+                                                    timer_settings)):
+        say(f'simulating the timer model: {population:,} devices, report '
+            f'goal {m}, timer {hours:g} h, {rounds} rounds')
+        sims.append(participation.simulate(
+            population=population, rounds=rounds, report_goal=m,
+            model='timer', seed=seed,
+            timer=dataclasses.replace(timer_settings, timer_hours=hours)))
+      all_sims.extend(sims)
+      chosen = policy.timer(sims)
+      report = privacy(rounds=rounds, report_goal=m,
+                       noise_multiplier=noise_per_client * m, delta=delta,
+                       **participation_of_simulation(chosen))
+      tried[m] = (report['zcdp'] <= target_zcdp, chosen, report)
+    return tried[m]
+
+  low, high = 0, len(goals) - 1   # Indices: low untried or missing.
+  if attempt(goals[low])[0]:
+    high = low
+  elif high > low and attempt(goals[high])[0]:
+    while high - low > 1 and len(tried) < MAX_SIMULATED_REPORT_GOALS:
+      mid = (low + high) // 2
+      if attempt(goals[mid])[0]:
+        high = mid
+      else:
+        low = mid
+  m = goals[high]
+  meets, chosen, report = attempt(m)
+  realized = participation_of_simulation(chosen)
+  z = noise_per_client * m
+  if meets and m == first.report_goal:
+    capped, reason = False, first.reason
+  elif meets:
+    capped, reason = False, (
+        f'the smallest report goal found (of {len(tried)} simulated) '
+        f'meeting the target at the simulated noise per client with the '
+        f'timer model\'s participation; under ideal participation '
+        f'{first.report_goal} would have')
+  else:
+    z = noise_for_target(rounds=rounds, report_goal=m,
+                         target_zcdp=target_zcdp, delta=delta, **realized)
     report = privacy(rounds=rounds, report_goal=m, noise_multiplier=z,
-                     min_separation=min_sep, max_participation=max_part,
-                     delta=delta)
-    capped = False
-    reason = first.reason
-    if report['zcdp'] > target_zcdp:
-      if m != goals[-1]:
-        continue
-      z = noise_for_target(rounds=rounds, report_goal=m,
-                           min_separation=min_sep,
-                           max_participation=max_part,
-                           target_zcdp=target_zcdp, delta=delta)
-      report = privacy(rounds=rounds, report_goal=m, noise_multiplier=z,
-                       min_separation=min_sep, max_participation=max_part,
-                       delta=delta)
-      capped = True
-      reason = (f'no report goal up to the largest allowed ({m}) meets the '
-                f'target at the simulated noise per client with the timer '
-                f'model\'s participation: capped at {m}, noise raised to '
-                f'z = {z:.4g} (z / m = {z / m:.4g} against the simulated '
-                f'{noise_per_client:.4g}); utility will be below the '
-                f'simulation\'s')
-    elif m != first.report_goal:
-      reason = (f'the smallest report goal meeting the target at the '
-                f'simulated noise per client with the timer model\'s '
-                f'participation (under ideal participation {first.report_goal}'
-                f' would have)')
-    return LaunchPlan(
-        report_goal=m, noise_multiplier=z,
-        timer_hours=chosen['timer_hours'], min_separation=min_sep,
-        max_participation=max_part, privacy=report, capped=capped,
-        reason=reason, timer_simulations=all_sims,
-        report_goal_curve=curve)
-  raise AssertionError('unreachable: the last report goal always returns')
+                     delta=delta, **realized)
+    capped, reason = True, (
+        f'no report goal up to the largest allowed ({m}) meets the target '
+        f'at the simulated noise per client with the timer model\'s '
+        f'participation: capped at {m}, noise raised to z = {z:.4g} '
+        f'(z / m = {z / m:.4g} against the simulated '
+        f'{noise_per_client:.4g}); utility will be below the simulation\'s')
+  return LaunchPlan(
+      report_goal=m, noise_multiplier=z, timer_hours=chosen['timer_hours'],
+      min_separation=realized['min_separation'],
+      max_participation=realized['max_participation'], privacy=report,
+      capped=capped, reason=reason, timer_simulations=all_sims,
+      report_goal_curve=curve)
 
 
 def report_goal_curve(*, noise_per_client, population, rounds, smallest,
