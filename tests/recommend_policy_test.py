@@ -44,6 +44,12 @@ class LearningRatesTest(absltest.TestCase):
             dict(client_lr=1.0, server_lr=1.0, accuracy=float('nan'))]
     self.assertEqual(policy.best_learning_rates(rows)['server_lr'], 3.0)
 
+  def test_exploded_runs_only_when_nothing_else_learned(self):
+    rows = [dict(client_lr=2.0, server_lr=1.0, accuracy=0.16, exploded=True),
+            dict(client_lr=0.5, server_lr=1.0, accuracy=0.15)]
+    self.assertEqual(policy.best_learning_rates(rows)['client_lr'], 0.5)
+    self.assertEqual(policy.best_learning_rates(rows[:1])['client_lr'], 2.0)
+
   def test_tie_goes_to_the_smaller_learning_rate(self):
     rows = [dict(client_lr=1.0, server_lr=1.0, accuracy=0.1),
             dict(client_lr=0.5, server_lr=1.0, accuracy=0.1)]

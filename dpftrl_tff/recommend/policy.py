@@ -62,15 +62,19 @@ def utility_target(*, no_dp_accuracy: float, unigram_accuracy: float,
 def best_learning_rates(results: Sequence[Dict]) -> Dict:
   """The result with the highest `accuracy` (None: diverged or failed).
 
-  Ties go to the smaller client then server learning rate (the safer one).
+  Runs whose training loss exploded (`exploded`: some clients' local
+  training blew up, hidden by the clipping; the run flags it) are passed
+  over while any other learned: a recipe should be stable, not lucky. Ties
+  go to the smaller client then server learning rate (the safer one).
   Raises ValueError if no run learned anything.
   """
   finished = [r for r in results if _finite(r.get('accuracy'))]
   if not finished:
     raise ValueError('every learning-rate run diverged or failed: no '
                      'learning rate to recommend.')
-  return max(finished, key=lambda r: (r['accuracy'], -r['client_lr'],
-                                      -r['server_lr']))
+  stable = [r for r in finished if not r.get('exploded')]
+  return max(stable or finished,
+             key=lambda r: (r['accuracy'], -r['client_lr'], -r['server_lr']))
 
 
 def largest_noise(results: Sequence[Dict], target: float) -> Optional[Dict]:

@@ -290,15 +290,18 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
       f'noise the privacy target allows at the largest report goal '
       f'(z / m = {result["least_noise_per_client"]:.4g}), '
       f'{sim["rounds"]} rounds each:', '',
-      '| client lr | server lr | accuracy | clip estimate |',
-      '| --- | --- | --- | --- |']
+      '| client lr | server lr | accuracy | clip estimate | training loss |',
+      '| --- | --- | --- | --- | --- |']
   for r in result['learning_rate_runs']:
     clip = r.get('final_clip_norm')
     lines.append(f'| {r["client_lr"]:g} | {r["server_lr"]:g} | '
                  f'{_pct(r.get("accuracy"))} | '
-                 f'{"-" if clip is None else f"{clip:.4g}"} |')
+                 f'{"-" if clip is None else f"{clip:.4g}"} | '
+                 f'{"exploded (passed over)" if r.get("exploded") else "ok"}'
+                 ' |')
   lines += [
-      '', f'Chosen: the most accurate, client lr {sim["client_lr"]:g}, server '
+      '', f'Chosen: the most accurate whose training loss did not explode, '
+      f'client lr {sim["client_lr"]:g}, server '
       f'lr {sim["server_lr"]:g}; the clip is fixed at its estimate, '
       f'{sim["clip_norm"]:.4g}. Without DP at these learning rates: '
       f'{_pct(sim["no_dp_accuracy"])}.', '',

@@ -281,6 +281,7 @@ class Search:
           top3_accuracy=final.get('in_vocab_top3_accuracy'),
           unigram_accuracy=summary.get('unigram_baseline_accuracy'),
           diverged=False, rounds=summary.get('rounds'),
+          exploded=bool(summary.get('training_loss_explosion')),
           curve=_eval_curve(os.path.join(self.runs_dir, name,
                                          'metrics.csv')),
           final_clip_norm=_final_clip(os.path.join(self.runs_dir, name,
