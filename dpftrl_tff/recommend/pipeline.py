@@ -68,8 +68,11 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
 
   # The reference without noise: the same learning rates, rounds and clip
   # (clipping alone keeps these learning rates stable).
+  # Named by what they depend on: a re-run that chooses other learning
+  # rates or clip makes new runs instead of meeting the old ones.
+  tuned = f'c{best["client_lr"]:g}_s{best["server_lr"]:g}_C{clip:.4g}'
   no_dp = search.simulate(
-      'no_noise', search.simulation_flags(
+      f'no_noise_{tuned}', search.simulation_flags(
           aggregator='dp_ftrl', client_lr=best['client_lr'],
           server_lr=best['server_lr'], noise_multiplier=0, clip_norm=clip),
       stage='no_dp', client_lr=best['client_lr'],
@@ -91,7 +94,7 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
                f'larger noise multiplier is tried')
       break
     row = search.simulate(
-        f'z{z:g}', search.simulation_flags(
+        f'z{z:g}_{tuned}', search.simulation_flags(
             aggregator='dp_ftrl', client_lr=best['client_lr'],
             server_lr=best['server_lr'], noise_multiplier=z,
             clip_norm=clip),
