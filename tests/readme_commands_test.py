@@ -147,9 +147,12 @@ class GitHistoryCommandsTest(absltest.TestCase):
 
   def test_git_history_commands_run_as_written(self):
     outputs, work = _run_block(self, 1)
-    self.assertLen(outputs, 3)   # build, pretrain, train (not git clone)
+    # build, pretrain, train, recommend (not git clone)
+    self.assertLen(outputs, 4)
     self.assertTrue(os.path.isfile(os.path.join(
         work, 'corpora', 'git', 'stackoverflow.sqlite')))
+    self.assertTrue(os.path.isfile(os.path.join(
+        work, 'runs', 'git_recommend', 'recommendation.json')))
 
 
 class OtherBinariesCommandsTest(absltest.TestCase):
