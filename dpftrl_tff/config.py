@@ -213,7 +213,7 @@ class TrainConfig:
   debug_measurements: bool = _field(
       True, 'Record client update norm statistics (simulation '
       'diagnostics).')
-  # Resolved at run time by the mechanism (`registry.RunParameters`), not a
+  # Resolved at run time by the mechanism (`mechanisms.base.RunParameters`), not a
   # setting: no flag, not in hparams.json. A resumed dp_ftrl_blt run's BLT,
   # read back from its blt.json.
   resolved_blt: Optional[Any] = dataclasses.field(

@@ -222,6 +222,13 @@ class PublicText(tfds.core.GeneratorBasedBuilder):
           yield i, {'text': line.rstrip('\n')}
 
 
+def has_public_text(corpus_dir: str) -> bool:
+  """Whether a corpus directory holds public text (its source file, or its
+  TFDS preparation)."""
+  return (os.path.isfile(os.path.join(corpus_dir, PUBLIC_TEXT_FILE)) or
+          os.path.isdir(os.path.join(corpus_dir, 'tfds', PUBLIC_TEXT_NAME)))
+
+
 def public_text_builder(corpus_dir: str, *, prepare: bool = False):
   """The public text of a corpus directory, prepared in `<corpus_dir>/tfds`.
 

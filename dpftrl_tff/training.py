@@ -84,7 +84,7 @@ def _set_changed_learning_rates(process, state, config: TrainConfig,
 
 
 def _run_parameters(config: TrainConfig):
-  """The mechanism's `registry.RunParameters`, or None."""
+  """The mechanism's `mechanisms.base.RunParameters`, or None."""
   return registry.get(config.aggregator).run_parameters
 
 

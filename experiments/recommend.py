@@ -27,7 +27,6 @@ Flags after `--` go to every simulation (model size, data): `-- --vocab_size=
 8000`. --quick runs a few rounds of a tiny model (tests).
 """
 
-import sys
 
 from dpftrl_tff import runtime
 
@@ -41,6 +40,7 @@ from dpftrl_tff import checks
 from dpftrl_tff import console
 from dpftrl_tff import data
 from dpftrl_tff.recommend import pipeline
+from dpftrl_tff.recommend import report
 from dpftrl_tff.recommend import search
 # pylint: enable=g-import-not-at-top
 
@@ -146,10 +146,7 @@ def _request(extra_flags) -> search.Request:
 
 def _summary(result) -> str:
   sim, launch = result['simulation'], result['launch']
-
-  def pct(v):
-    return 'none' if v is None else f'{100 * v:.2f}%'
-
+  pct = report.percent
   return '\n'.join([
       f'Simulation: z {sim["noise_multiplier"]:g}, clip '
       f'{sim["clip_norm"]:.4g}, client lr {sim["client_lr"]:g}, server lr '

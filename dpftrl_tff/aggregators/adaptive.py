@@ -130,8 +130,9 @@ def build_adaptive_query(*, noise_multiplier: float, clients_per_round: int,
       the int, the count tree's is derived from it; tests only, a warning is
       logged where it entered).
   """
-  # Checked where the settings entered (`registry.check_adaptive_arguments`, run
-  # by config.TrainConfig); asserted here.
+  # Checked where the settings entered
+  # (`mechanisms.adaptive.check_adaptive_arguments`, run by
+  # config.TrainConfig); asserted here.
   dp_ftrl.assert_dp_arguments(noise_multiplier=noise_multiplier,
                               clip_norm=initial_clip_norm,
                               clients_per_round=clients_per_round)

@@ -21,12 +21,9 @@ from dpftrl_tff.aggregators.mechanisms import blt
 from dpftrl_tff.aggregators.mechanisms import dp_ftrl
 from dpftrl_tff.aggregators.mechanisms import none
 
-Mechanism = base.Mechanism
-RunParameters = base.RunParameters
-
 # In the order --help lists them.
 _MODULES = (none, dp_ftrl, adaptive, blt)
-_MECHANISMS: Dict[str, Mechanism] = {m.MECHANISM.name: m.MECHANISM
+_MECHANISMS: Dict[str, base.Mechanism] = {m.MECHANISM.name: m.MECHANISM
                                      for m in _MODULES}
 
 
@@ -34,7 +31,7 @@ def names() -> Tuple[str, ...]:
   return tuple(_MECHANISMS)
 
 
-def get(name: str) -> Mechanism:
+def get(name: str) -> base.Mechanism:
   """The mechanism called `name`, or a ValueError listing the allowed ones."""
   if name not in _MECHANISMS:
     raise ValueError(f'--aggregator={name!r} is unknown; allowed: '
@@ -47,6 +44,5 @@ def accounted() -> Tuple[str, ...]:
   return tuple(n for n, m in _MECHANISMS.items() if m.accounted_noise)
 
 
-# What other modules use of one mechanism, under the registry's name.
-check_adaptive_arguments = adaptive.check_adaptive_arguments
+# The BLT a dp_ftrl_blt config resolves to (the accountant's and the tests').
 optimized_blt = blt.optimized_blt

@@ -227,9 +227,7 @@ def plan(*, noise_per_client: float, population: int, rounds: int,
             timer=dataclasses.replace(timer_settings, timer_hours=hours)))
       all_sims.extend(sims)
       chosen = policy.timer(sims)
-      report = privacy(rounds=rounds, report_goal=m,
-                       noise_multiplier=noise_per_client * m, delta=delta,
-                       **participation_of_simulation(chosen))
+      report = privacy_of_simulation(chosen, noise_per_client * m, delta)
       tried[m] = (report['zcdp'] <= target_zcdp, chosen, report)
     return tried[m]
 
@@ -247,25 +245,20 @@ def plan(*, noise_per_client: float, population: int, rounds: int,
   meets, chosen, report = attempt(m)
   realized = participation_of_simulation(chosen)
   z = noise_per_client * m
-  if meets and m == first.report_goal:
+  if meets and m == first.report_goal and not first.capped:
     capped, reason = False, first.reason
   elif meets:
     capped, reason = False, (
         f'the smallest report goal found (of {len(tried)} simulated) '
         f'meeting the target at the simulated noise per client with the '
-        f'timer model\'s participation; under ideal participation '
-        f'{first.report_goal} would have')
+        f'timer model\'s participation' + (
+            '' if first.capped else f'; under ideal participation '
+            f'{first.report_goal} would have'))
   else:
-    z = noise_for_target(rounds=rounds, report_goal=m,
-                         target_zcdp=target_zcdp, delta=delta, **realized)
-    report = privacy(rounds=rounds, report_goal=m, noise_multiplier=z,
-                     delta=delta, **realized)
-    capped, reason = True, (
-        f'no report goal up to the largest allowed ({m}) meets the target '
-        f'at the simulated noise per client with the timer model\'s '
-        f'participation: capped at {m}, noise raised to z = {z:.4g} '
-        f'(z / m = {z / m:.4g} against the simulated '
-        f'{noise_per_client:.4g}); utility will be below the simulation\'s')
+    z = noise_for_simulation(chosen, target_zcdp, delta)
+    report = privacy_of_simulation(chosen, z, delta)
+    capped, reason = True, policy.capped_reason(
+        m, z, noise_per_client, ' with the timer model\'s participation')
   return LaunchPlan(
       report_goal=m, noise_multiplier=z, timer_hours=chosen['timer_hours'],
       min_separation=realized['min_separation'],

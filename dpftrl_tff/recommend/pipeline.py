@@ -5,10 +5,10 @@ takes each decision with `policy`, plans the launch with `launch.plan` and
 writes the outputs with `report.write`. See `experiments.recommend`.
 """
 
-import math
 from typing import Dict
 
 from dpftrl_tff import accounting
+from dpftrl_tff import public_corpus
 from dpftrl_tff.recommend import launch as launch_lib
 from dpftrl_tff.recommend import policy
 from dpftrl_tff.recommend import report as report_lib
@@ -34,7 +34,7 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
                                             request.delta)
   budget = search_lib.plan_budget(
       request, round_seconds=search_lib.estimate_round_seconds(request),
-      public_text=search_lib.has_public_text(request.cache_dir))
+      public_text=public_corpus.has_public_text(request.cache_dir))
   print_fn('Plan:')
   for line in budget.lines:
     print_fn(f'  {line}')
@@ -63,8 +63,8 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
   best = policy.best_learning_rates(lr_rows)
   clip = best.get('final_clip_norm') or 1.0
   print_fn(f'  best: client lr {best["client_lr"]:g}, server lr '
-           f'{best["server_lr"]:g} ({_pct(best["accuracy"])}); clip norm '
-           f'from its estimate: {clip:.4g}')
+           f'{best["server_lr"]:g} ({report_lib.percent(best["accuracy"])}); '
+           f'clip norm from its estimate: {clip:.4g}')
 
   # The reference without noise: the same learning rates, rounds and clip
   # (clipping alone keeps these learning rates stable).
@@ -109,8 +109,8 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
   if chosen is None:   # Privacy first: the least noise, target missed.
     chosen = noise_rows[0]
   print_fn(f'Practice 2: z = {chosen["noise_multiplier"]:g} at {m_sim} '
-           f'clients a round ({_pct(chosen.get("accuracy"))}; target '
-           f'{_pct(target.value)}: '
+           f'clients a round ({report_lib.percent(chosen.get("accuracy"))}; target '
+           f'{report_lib.percent(target.value)}: '
            f'{"met" if meets_utility else "NOT met"})')
 
   # Practices 3 and 4: the launch.
@@ -131,8 +131,3 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
   report_lib.write(request.output_dir, result, plan=plan)
   return result
 
-
-def _pct(value) -> str:
-  if not isinstance(value, (int, float)) or not math.isfinite(value):
-    return 'no accuracy'
-  return f'{100 * value:.2f}%'

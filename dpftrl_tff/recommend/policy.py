@@ -131,12 +131,19 @@ def report_goal(*, noise_per_client: float, candidates: Sequence[int],
           f'meets the target')
   m = candidates[-1]
   z = noise_for(m, target_zcdp)
-  return ReportGoalChoice(
-      m, z, zcdp_of(m, z), True,
-      f'no report goal up to the largest allowed ({m}) meets the target at '
-      f'the simulated noise per client: report goal capped at {m}, noise '
-      f'raised to z = {z:.4g} (z / m = {z / m:.4g} against the simulated '
-      f'{noise_per_client:.4g}); utility will be below the simulation\'s')
+  return ReportGoalChoice(m, z, zcdp_of(m, z), True,
+                          capped_reason(m, z, noise_per_client))
+
+
+def capped_reason(report_goal: int, noise_multiplier: float,
+                  noise_per_client: float, participation: str = '') -> str:
+  """Why a launch is capped at `report_goal` with more noise, in words."""
+  m, z = report_goal, noise_multiplier
+  return (f'no report goal up to the largest allowed ({m}) meets the target '
+          f'at the simulated noise per client{participation}: report goal '
+          f'capped at {m}, noise raised to z = {z:.4g} (z / m = '
+          f'{z / m:.4g} against the simulated {noise_per_client:.4g}); '
+          f'utility will be below the simulation\'s')
 
 
 def timer(simulations: Sequence[Dict],

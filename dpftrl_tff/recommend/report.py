@@ -174,7 +174,8 @@ def launch_flagfile(result: Dict) -> str:
       f'--delta={launch["delta"]!r}']) + '\n'
 
 
-def _pct(value) -> str:
+def percent(value) -> str:
+  """An accuracy in percent; never a number for a missing or NaN one."""
   if not isinstance(value, (int, float)) or not math.isfinite(value):
     return 'none (diverged or failed)'
   return f'{100 * value:.2f}%'
@@ -251,10 +252,10 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
       f'{sim["rounds"]} rounds, DP-FTRL): z = {sim["noise_multiplier"]:g}, '
       f'clip {sim["clip_norm"]:.4g}, client lr {sim["client_lr"]:g}, '
       f'server lr {sim["server_lr"]:g}: eval in-vocab accuracy '
-      f'{_pct(sim["eval_accuracy"])} (top-3 '
-      f'{_pct(sim["eval_top3_accuracy"])}); no DP {_pct(sim["no_dp_accuracy"])}'
-      f'; unigram baseline {_pct(sim["unigram_accuracy"])}. It '
-      f'{verdict_u} the utility target {_pct(result["utility_target"])}.',
+      f'{percent(sim["eval_accuracy"])} (top-3 '
+      f'{percent(sim["eval_top3_accuracy"])}); no DP {percent(sim["no_dp_accuracy"])}'
+      f'; unigram baseline {percent(sim["unigram_accuracy"])}. It '
+      f'{verdict_u} the utility target {percent(result["utility_target"])}.',
       f'- **Launch**: report goal {launch["report_goal"]}, z = '
       f'{launch["noise_multiplier"]:.4g} (z / m = '
       f'{launch["noise_per_client"]:.4g}; simulated '
@@ -290,21 +291,25 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
       f'noise the privacy target allows at the largest report goal '
       f'(z / m = {result["least_noise_per_client"]:.4g}), '
       f'{sim["rounds"]} rounds each:', '',
-      '| client lr | server lr | accuracy | clip estimate | training loss |',
+      '| client lr | server lr | accuracy | clip in force at the end | training loss |',
       '| --- | --- | --- | --- | --- |']
   for r in result['learning_rate_runs']:
     clip = r.get('final_clip_norm')
     lines.append(f'| {r["client_lr"]:g} | {r["server_lr"]:g} | '
-                 f'{_pct(r.get("accuracy"))} | '
+                 f'{percent(r.get("accuracy"))} | '
                  f'{"-" if clip is None else f"{clip:.4g}"} | '
                  f'{"exploded (passed over)" if r.get("exploded") else "ok"}'
                  ' |')
   lines += [
-      '', f'Chosen: the most accurate whose training loss did not explode, '
-      f'client lr {sim["client_lr"]:g}, server '
-      f'lr {sim["server_lr"]:g}; the clip is fixed at its estimate, '
-      f'{sim["clip_norm"]:.4g}. Without DP at these learning rates: '
-      f'{_pct(sim["no_dp_accuracy"])}.', '',
+      '', f'Chosen: the most accurate'
+      + ('' if all(r.get('exploded') for r in result['learning_rate_runs'])
+         else ' whose training loss did not explode') +
+      f', client lr {sim["client_lr"]:g}, server '
+      f'lr {sim["server_lr"]:g}; the clip is fixed at the one its adaptive '
+      f'clipping had in force at the end (the estimate put in force at its '
+      f'tree restart), {sim["clip_norm"]:.4g}. Without noise at these '
+      f'learning rates and clip: '
+      f'{percent(sim["no_dp_accuracy"])}.', '',
       f'![learning rates]({figures["learning_rates"]})', '',
       '## 3. The utility target', result['utility_target_rule'] + '.', '',
       '## 4. Noise (practice 2)',
@@ -315,7 +320,7 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
   for r in result['noise_runs']:
     lines.append(f'| {r["noise_multiplier"]:g} | '
                  f'{r["noise_multiplier"] / sim["clients_per_round"]:.4g} | '
-                 f'{_pct(r.get("accuracy"))} |')
+                 f'{percent(r.get("accuracy"))} |')
   lines += ['', f'![noise]({figures["noise"]})', '',
             '## 5. Report goal and noise (practice 3)',
             f'{launch["reason"]}.', '',

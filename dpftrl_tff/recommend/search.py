@@ -22,18 +22,17 @@ the size of the grids are fixed up front from the budget (`plan_budget`),
 so that a re-run makes the same runs.
 """
 
-import csv
 import dataclasses
-import math
 import os
 import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
 from dpftrl_tff import progress as progress_lib
+from dpftrl_tff import public_corpus
+from dpftrl_tff import run_directory
 from dpftrl_tff import training_runs
 from dpftrl_tff.recommend import launch as launch_lib
-from dpftrl_tff.recommend import policy
 
 # Client and server learning rates of practice 6, in the order tried when
 # the budget allows fewer: the CPU-scale recipe's, then around it.
@@ -52,7 +51,6 @@ QUICK_FLAGS = ('--vocab_size=200', '--latent_size=16', '--embedding_size=8',
                '--max_elements_per_client=4', '--client_batch_size=4',
                '--num_eval_examples=100')
 MODEL_FLAG_NAMES = ('vocab_size', 'latent_size', 'embedding_size')
-PUBLIC_TEXT = os.path.join('tfds', 'dpftrl_public_text')
 # Seconds a round of 20 clients of 32 sentences takes at the default model
 # on this project's 2-core reference machine (docs/performance.md), and a
 # run's start-up (TensorFlow, the TFF worker, the first round's tracing).
@@ -96,10 +94,6 @@ class Budget:
   estimated_seconds: float
   round_seconds: float
   lines: Sequence[str]
-
-
-def has_public_text(cache_dir: str) -> bool:
-  return os.path.isdir(os.path.join(cache_dir, PUBLIC_TEXT))
 
 
 def plan_budget(request: Request, *, round_seconds: float,
@@ -276,16 +270,15 @@ class Search:
     self.seconds_per_simulation.append(time.monotonic() - started)
     if summary is not None:
       final = summary.get('final_eval') or {}
+      run_path = os.path.join(self.runs_dir, name)
       row.update(
           accuracy=final.get('in_vocab_accuracy'),
           top3_accuracy=final.get('in_vocab_top3_accuracy'),
           unigram_accuracy=summary.get('unigram_baseline_accuracy'),
           diverged=False, rounds=summary.get('rounds'),
           exploded=bool(summary.get('training_loss_explosion')),
-          curve=_eval_curve(os.path.join(self.runs_dir, name,
-                                         'metrics.csv')),
-          final_clip_norm=_final_clip(os.path.join(self.runs_dir, name,
-                                                   'metrics.csv')))
+          curve=[list(p) for p in zip(*run_directory.read_metric(run_path))],
+          final_clip_norm=_final_clip(run_path))
     return row
 
   def pretrain(self) -> Optional[str]:
@@ -297,46 +290,29 @@ class Search:
     model = [f'--{name}={int(values[name])}' for name in MODEL_FLAG_NAMES]
     command = [sys.executable, '-m', 'experiments.pretrain',
                f'--cache_dir={os.path.abspath(self.request.cache_dir)}',
-               '--tfds_name=dpftrl_public_text', *model,
+               f'--tfds_name={public_corpus.PUBLIC_TEXT_NAME}', *model,
                f'--output_dir={out}', f'--steps={self.budget.pretrain_steps}',
                f'--seed={self.request.seed}']
     self.print(f'Practice 1: pretraining {self.budget.pretrain_steps} steps '
                f'on the public text ({out})')
     proc = training_runs.run_child(command)
     if proc.returncode:
-      raise SimulationFailed(f'pretraining failed (exit code {proc.returncode}); '
-                         'see its output above.')
+      raise SimulationFailed(f'pretraining failed (exit code '
+                             f'{proc.returncode}); see its output above.')
     self.pretrained_dir = out
     return out
 
 
-def _read_rows(path: str) -> List[Dict[str, str]]:
-  if not os.path.isfile(path):
-    return []
-  with open(path, newline='') as f:
-    return list(csv.DictReader(f))
+def _final_clip(run_path: str) -> Optional[float]:
+  """The median clip norm in force over the last fifth of a run's rounds.
 
-
-def _eval_curve(path: str) -> List[List[float]]:
-  """[[round, eval in-vocab accuracy], ...] of a run's metrics.csv."""
-  out = []
-  for row in _read_rows(path):
-    value = row.get('eval_in_vocab_accuracy')
-    if value:
-      out.append([int(row['round']), float(value)])
-  return out
-
-
-def _final_clip(path: str) -> Optional[float]:
-  """The median clip norm in force over the last fifth of a run's rounds
-  (adaptive clipping's estimate; the fixed clip otherwise)."""
-  values = [float(r['clip_norm_in_force']) for r in _read_rows(path)
-            if r.get('clip_norm_in_force')]
+  For adaptive clipping (Algorithm 1) the clip in force changes only when a
+  tree restarts: this is the estimate put in force at the run's last
+  restart (the learning-rate runs restart once, at a fifth of their
+  rounds); for a fixed clip, the clip.
+  """
+  _, values = run_directory.read_metric(run_path, 'clip_norm_in_force')
   if not values:
     return None
   tail = sorted(values[-max(1, len(values) // 5):])
   return tail[len(tail) // 2]
-
-
-def _finite(value) -> bool:
-  return isinstance(value, (int, float)) and math.isfinite(value)
