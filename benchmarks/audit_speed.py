@@ -24,7 +24,7 @@ from absl import flags
 import numpy as np
 
 from benchmarks import proc_memory
-from dpftrl_tff import config as config_lib
+from dpftrl_tff.run import config as config_lib
 
 _DIMENSION = flags.DEFINE_integer('dimension', 2_383_022,
                                   'Model dimension d (the paper\'s LM).')
@@ -46,7 +46,7 @@ def _worker_peak_mb():
 def main(argv):
   del argv
   # pylint: disable=g-import-not-at-top
-  from dpftrl_tff import canary_audit
+  from dpftrl_tff.empirical import canary_audit
   from dpftrl_tff import tff_compat
   # pylint: enable=g-import-not-at-top
   tff_compat.install()

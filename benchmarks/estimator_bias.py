@@ -19,7 +19,7 @@ from absl import flags
 import numpy as np
 from scipy import optimize
 
-from dpftrl_tff import empirical_privacy as ep
+from dpftrl_tff.empirical import empirical_privacy as ep
 
 _TRIALS = flags.DEFINE_integer('trials', 100, 'Trials per setting.')
 _BOOTSTRAP = flags.DEFINE_integer('bootstrap', 200,

@@ -40,7 +40,7 @@ cases run their rounds on those TFF workers (`dpftrl_tff.remote`);
 pinned to CPU i (like `taskset`), runs the cases for each count and prints
 the throughput of each count against the first.
 
-The client data is generated (dpftrl_tff/synthetic.py) with
+The client data is generated (dpftrl_tff/data/synthetic.py) with
 `--min_sentences_per_client=100` by default: client sizes like the real
 StackOverflow train split's, so a round does as much training as on the real
 data. Fixed per-client costs (clipping, SecAgg's encoding) are the same for a
@@ -63,7 +63,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from dpftrl_tff import synthetic
+from dpftrl_tff.data import synthetic
 from dpftrl_tff.aggregators import registry
 
 _CASE = flags.DEFINE_string('case', None, 'Internal: run one case.')
@@ -74,7 +74,7 @@ _CACHE = flags.DEFINE_string(
     '/tmp/dpftrl_bench_data_min<--min_sentences_per_client>.')
 _MIN_SENTENCES = flags.DEFINE_integer(
     'min_sentences_per_client', synthetic.STACKOVERFLOW_MIN_SENTENCES,
-    'Size scale of the generated clients (dpftrl_tff/synthetic.py). 100: '
+    'Size scale of the generated clients (dpftrl_tff/data/synthetic.py). 100: '
     'like the real StackOverflow train split (every user at least 100 '
     'sentences, mean 397; about 180 per client after the 256 cap), the '
     'workload whose round time the goals are about; 4: the small clients of '
@@ -179,7 +179,7 @@ def _run_aggregation_case(case, clients, rounds, config):
   from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff import learning_process  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff.run import learning_process  # pylint: disable=g-import-not-at-top
 
   rounds = min(rounds, _AGG_ROUNDS_PER_CALL)
   learning_process.prepare_execution(config)
@@ -246,7 +246,7 @@ def _run_aggregation_case(case, clients, rounds, config):
 
 def _case_config(case, clients):
   """The TrainConfig a case runs (its aggregator, SecAgg, BLT)."""
-  from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff.run import training  # pylint: disable=g-import-not-at-top
   aggregator = {'tff_dp_ftrl': 'dp_ftrl', 'tff_secagg': 'dp_ftrl',
                 'tff_adaptive': 'dp_ftrl_adaptive', 'agg_dp_ftrl': 'dp_ftrl',
                 'agg_secagg': 'dp_ftrl', 'agg_adaptive': 'dp_ftrl_adaptive',
@@ -268,7 +268,7 @@ def _case_config(case, clients):
 def _keras_round(config):
   """A round of plain Keras training (the baseline): run_round(cohort)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff import learning_process  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff.run import learning_process  # pylint: disable=g-import-not-at-top
   model = learning_process.build_keras_model(config)
   # The standard Keras loss, masked as a user would (the yardstick; the
   # project's own loss is written for speed, `metrics.MaskedCrossEntropy`).
@@ -311,8 +311,8 @@ def _tff_round(case, config, train_data, preprocess):
   datasets (so the timing includes that), and the server state stays in
   TFF's worker (or, with --workers, rounds run across the workers).
   """
-  from dpftrl_tff import data  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff import learning_process  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff.data import stackoverflow  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff.run import learning_process  # pylint: disable=g-import-not-at-top
   from dpftrl_tff.tff_compat import resident  # pylint: disable=g-import-not-at-top
   process = learning_process.build_learning_process(config)
   state = learning_process.initial_state(process, config)
@@ -326,7 +326,7 @@ def _tff_round(case, config, train_data, preprocess):
                                  subrounds=_SUBROUNDS.value)
     kept = learning_process.build_runner(
         config, process, train_data=train_data, by_client_id=True,
-        database=data.database_path(os.path.abspath(_cache_dir())),
+        database=stackoverflow.database_path(os.path.abspath(_cache_dir())),
         print_fn=lambda _: None)
   else:
     kept = resident.ResidentProcess(process)
@@ -346,15 +346,15 @@ def _run_case(case, clients, rounds):
   runtime.install()
   from dpftrl_tff import tff_compat as _compat  # pylint: disable=g-import-not-at-top
   _compat.install()
-  from dpftrl_tff import data  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff.data import stackoverflow  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
 
-  train_data, _, _ = data.load_stackoverflow(_cache_dir())
+  train_data, _, _ = stackoverflow.load_stackoverflow(_cache_dir())
   config = _case_config(case, clients)
   if case.startswith('agg_'):
     return _run_aggregation_case(case, clients, rounds, config)
-  vocab = data.load_vocab(_cache_dir(), config.vocab_size)
-  preprocess = data.build_preprocess_fn(
+  vocab = stackoverflow.load_vocab(_cache_dir(), config.vocab_size)
+  preprocess = stackoverflow.build_preprocess_fn(
       vocab, sequence_length=config.sequence_length,
       max_elements_per_client=config.max_elements_per_client,
       batch_size=config.client_batch_size)
@@ -375,7 +375,7 @@ def _run_case(case, clients, rounds):
     run_round = _tff_round(case, config, train_data, preprocess)
     if case == 'tff_empty':
       sequences = [0] * len(sequences)
-    cohorts = [[data.client_round_key(0, c) for c in ids]
+    cohorts = [[stackoverflow.client_round_key(0, c) for c in ids]
                for ids in cohort_ids]
   return _measure(run_round, cohorts, sequences,
                   dict(case=case, clients=clients))

@@ -18,8 +18,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from absl import flags
 from absl import logging
 
-from dpftrl_tff import divergence
-from dpftrl_tff import privacy_report
+from dpftrl_tff.run import divergence
+from dpftrl_tff.privacy import privacy_report
 from dpftrl_tff import runtime
 
 
@@ -268,7 +268,7 @@ def empirical_privacy_lines(empirical: Optional[Dict[str, Any]],
 
 def exposure_lines(block: Dict[str, Any]) -> List[str]:
   """The console's lines for a run's `exposure` block
-  (`dpftrl_tff.exposure`)."""
+  (`dpftrl_tff.empirical.exposure`)."""
   def text(value):
     return 'none took part' if value is None else number(value, '.2f')
   return [

@@ -22,7 +22,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from dpftrl_tff import run_directory
+from dpftrl_tff.run import run_directory
 
 WEIGHTS_FILE = 'pretrained_weights.npz'
 METADATA_FILE = 'pretrained.json'

@@ -25,11 +25,11 @@ from typing import Callable, Dict, Optional, Sequence
 import tensorflow as tf
 
 from dpftrl_tff import checks
-from dpftrl_tff import data
-from dpftrl_tff import metrics as lm_metrics
+from dpftrl_tff.data import stackoverflow
+from dpftrl_tff.run import metrics as lm_metrics
 from dpftrl_tff import pretrained
-from dpftrl_tff import progress
-from dpftrl_tff import run_directory
+from dpftrl_tff.run import progress
+from dpftrl_tff.run import run_directory
 
 
 @dataclasses.dataclass
@@ -74,7 +74,7 @@ def batches(sentences: tf.data.Dataset, vocab: Sequence[str], *,
             sequence_length: int, batch_size: int, shuffle_buffer_size: int,
             seed: int, repeat: bool = True) -> tf.data.Dataset:
   """(x, y) batches [B, L] of word ids from a dataset of sentences."""
-  to_ids = data.build_to_ids_fn(vocab, sequence_length)
+  to_ids = stackoverflow.build_to_ids_fn(vocab, sequence_length)
   dataset = sentences.map(lambda s: {'tokens': s})
   if repeat:
     dataset = dataset.repeat().shuffle(shuffle_buffer_size, seed=seed,

@@ -8,7 +8,7 @@ and send a fixed random direction each, past the clip norm; as many
 directions are never inserted. From the cosines of the final model delta
 with both sets it prints the estimated epsilon with its interval, beside
 the accounted epsilon of the same rounds and participation
-(`dpftrl_tff/canary_audit.py`). Every training flag applies (--aggregator,
+(`dpftrl_tff/empirical/canary_audit.py`). Every training flag applies (--aggregator,
 --noise_multiplier, --clip_norm, --clients_per_round, --total_rounds,
 --participation, restarts, BLT, --secagg).
 
@@ -30,10 +30,10 @@ from absl import flags
 import numpy as np
 
 from dpftrl_tff import accounting
-from dpftrl_tff import config as config_lib
+from dpftrl_tff.run import config as config_lib
 from dpftrl_tff import console
-from dpftrl_tff import privacy_report
-from dpftrl_tff import progress
+from dpftrl_tff.privacy import privacy_report
+from dpftrl_tff.run import progress
 from dpftrl_tff import strict_json
 
 _DIMENSION = flags.DEFINE_integer(
@@ -61,7 +61,7 @@ flags.set_default(_CONFIG['canaries'], 100)
 def run():
   # After flags are parsed: a bad flag is one line, without TensorFlow.
   # pylint: disable=g-import-not-at-top
-  from dpftrl_tff import canary_audit
+  from dpftrl_tff.empirical import canary_audit
   from dpftrl_tff import tff_compat
   # pylint: enable=g-import-not-at-top
   config = config_lib.from_flags(_CONFIG)   # Validated (one line a flag).

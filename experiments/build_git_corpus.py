@@ -14,7 +14,7 @@ directory is a `--cache_dir` for `run_stackoverflow` and `pretrain`:
       --tfds_name=dpftrl_public_text ...
 
 What is kept and dropped of a message, how authors are hashed and how the
-splits are drawn: `dpftrl_tff.git_corpus` and docs/real_text.md.
+splits are drawn: `dpftrl_tff.data.git_corpus` and docs/real_text.md.
 """
 
 import time
@@ -27,7 +27,7 @@ runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
 from absl import flags
 
 from dpftrl_tff import console
-from dpftrl_tff import git_corpus
+from dpftrl_tff.data import git_corpus
 # pylint: enable=g-import-not-at-top
 
 _REPO = flags.DEFINE_string('git_repo', None,

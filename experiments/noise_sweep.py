@@ -4,7 +4,7 @@ For every noise multiplier z in --noise_multipliers and every seed in
 --seeds it runs `experiments.run_stackoverflow` (flags from
 --training_flagfile, then --noise_multiplier=z --seed=s and the flags given
 after `--`), each in its own process and output directory
-<root_output_dir>/z<z>_seed<s>, through `dpftrl_tff.sweeps.run_sweep`
+<root_output_dir>/z<z>_seed<s>, through `dpftrl_tff.studies.sweeps.run_sweep`
 (finished runs of identical flags and data are reused, interrupted ones
 resumed, a directory of other flags refused by name). It writes, next to the
 runs, the sweep's tables as noise_sweep.csv (one row per run, with the
@@ -30,7 +30,7 @@ from absl import flags
 
 from dpftrl_tff import console
 from dpftrl_tff import plotting
-from dpftrl_tff import sweeps
+from dpftrl_tff.studies import sweeps
 
 _Z = flags.DEFINE_list('noise_multipliers', ['0', '0.5', '1', '1.5', '2'],
                        'Noise multipliers z (>= 0) to run.')

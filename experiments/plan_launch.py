@@ -36,11 +36,11 @@ from absl import flags
 
 from dpftrl_tff import accounting
 from dpftrl_tff import checks
-from dpftrl_tff import config as config_lib
+from dpftrl_tff.run import config as config_lib
 from dpftrl_tff import console
 from dpftrl_tff import strict_json
 from dpftrl_tff import participation
-from dpftrl_tff import progress as progress_lib
+from dpftrl_tff.run import progress as progress_lib
 from dpftrl_tff.recommend import launch
 
 _POPULATION = flags.DEFINE_integer('population', None,

@@ -30,10 +30,10 @@ runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
 # pylint: disable=g-import-not-at-top
 from absl import flags
 
-from dpftrl_tff import config as config_lib
+from dpftrl_tff.run import config as config_lib
 from dpftrl_tff import console
 from dpftrl_tff import pretrained
-from dpftrl_tff import data_flags
+from dpftrl_tff.data import data_flags
 # pylint: enable=g-import-not-at-top
 
 _ROOT = flags.DEFINE_string(
@@ -85,10 +85,10 @@ flags.adopt_module_key_flags(config_lib)
 def run() -> dict:
   # After flags are parsed: a bad flag is one line, without TensorFlow.
   # pylint: disable=g-import-not-at-top
-  from dpftrl_tff import data
+  from dpftrl_tff.data import stackoverflow
   from dpftrl_tff import pretraining
-  from dpftrl_tff import public_corpus
-  from dpftrl_tff import learning_process
+  from dpftrl_tff.data import public_corpus
+  from dpftrl_tff.run import learning_process
   # pylint: enable=g-import-not-at-top
   config = dataclasses.replace(
       config_lib.from_flags(_MODEL), seed=_SEED.value,
@@ -119,7 +119,7 @@ def run() -> dict:
                 split=_TFDS_SPLIT.value)
   print(f'Pretraining on {corpus["name"]} ({_TFDS_SPLIT.value}) with the '
         f'vocabulary of {so.cache_dir}; output in {_OUTPUT.value}')
-  eval_dataset = data.build_eval_dataset(
+  eval_dataset = stackoverflow.build_eval_dataset(
       so.heldout, so.vocab, num_examples=_EVAL_EXAMPLES.value,
       sequence_length=config.sequence_length,
       per_client=_EVAL_PER_AUTHOR.value)

@@ -32,10 +32,10 @@ from absl import app
 from absl import flags
 
 from dpftrl_tff import accounting
-from dpftrl_tff import config as config_lib
+from dpftrl_tff.run import config as config_lib
 from dpftrl_tff import console
-from dpftrl_tff import planned_privacy
-from dpftrl_tff import run_directory
+from dpftrl_tff.privacy import planned_privacy
+from dpftrl_tff.run import run_directory
 from dpftrl_tff import strict_json
 
 _ROUNDS = flags.DEFINE_integer('rounds', None, 'Total training rounds T.')

@@ -38,7 +38,7 @@ from absl import flags
 from dpftrl_tff import accounting
 from dpftrl_tff import checks
 from dpftrl_tff import console
-from dpftrl_tff import data
+from dpftrl_tff.data import stackoverflow
 from dpftrl_tff.recommend import pipeline
 from dpftrl_tff.recommend import report
 from dpftrl_tff.recommend import search
@@ -98,7 +98,7 @@ def _request(extra_flags) -> search.Request:
   if not _CACHE.value:
     raise ValueError('--cache_dir is required (a build_git_corpus '
                      '--output_dir or TFF\'s StackOverflow).')
-  data.check_database(_CACHE.value)
+  stackoverflow.check_database(_CACHE.value)
   if _POPULATION.value is None:
     raise ValueError('--population is required (the launch\'s estimated '
                      'devices).')

@@ -23,7 +23,7 @@ from absl import flags
 
 from dpftrl_tff import checks
 from dpftrl_tff import console
-from dpftrl_tff import training_runs
+from dpftrl_tff.studies import training_runs
 
 _ROOT = flags.DEFINE_string('root_output_dir', 'runs/exposure',
                             'Where the three training runs go.')

@@ -31,7 +31,7 @@ from dpftrl_tff import accounting
 from dpftrl_tff import console
 from dpftrl_tff import participation
 from dpftrl_tff import plotting
-from dpftrl_tff import run_directory
+from dpftrl_tff.run import run_directory
 
 _OUTPUT = flags.DEFINE_string('output_dir', 'docs/figures',
                               'Where the CSVs and the figure go.')

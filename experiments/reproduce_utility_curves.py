@@ -52,7 +52,7 @@ runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
 from absl import flags
 
 from dpftrl_tff import console
-from dpftrl_tff import utility_curves
+from dpftrl_tff.studies import utility_curves
 # pylint: enable=g-import-not-at-top
 
 _ROOT = flags.DEFINE_string('root_output_dir', 'runs/utility_curves',

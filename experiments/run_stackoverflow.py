@@ -6,7 +6,7 @@ directory (README) and pass it as --cache_dir; it is opened through
 downloaded. Without --cache_dir a small StackOverflow-format database is
 generated (deterministically, in seconds) and used, and the run says so.
 
-The training flags are declared once, in `dpftrl_tff.config.TrainConfig`.
+The training flags are declared once, in `dpftrl_tff.run.config.TrainConfig`.
 
   python -m experiments.run_stackoverflow --flagfile=configs/demo.flags
 """
@@ -21,10 +21,10 @@ runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
 from absl import flags
 
 from dpftrl_tff import checks
-from dpftrl_tff import config as config_lib
+from dpftrl_tff.run import config as config_lib
 from dpftrl_tff import console
-from dpftrl_tff import data_flags
-from dpftrl_tff import run_privacy
+from dpftrl_tff.data import data_flags
+from dpftrl_tff.privacy import run_privacy
 # pylint: enable=g-import-not-at-top
 
 # Output.
@@ -57,7 +57,7 @@ def run() -> dict:
         f'{config.total_rounds} rounds; output in {output_dir}')
   # After flags are parsed: a bad flag is one line, without TensorFlow.
   from dpftrl_tff import tff_compat  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff import training  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff.run import training  # pylint: disable=g-import-not-at-top
   tff_compat.install()
   summary = training.train(config, train_data=train_data,
                            eval_data=heldout_data, vocab=vocab,

@@ -6,7 +6,7 @@ at each point (`name=RATIO*axis`: the paper's hypothesis of Sec. 2.2 keeps
 the noise per client z / m fixed, `--tie=noise_multiplier=0.075*clients_per_round`).
 Each point of the grid runs once per seed in --seeds, each in its own process
 and directory <root_output_dir>/<point>_seed<s>, through
-`dpftrl_tff.training_runs`: a finished run of the same flags and data is
+`dpftrl_tff.studies.training_runs`: a finished run of the same flags and data is
 reused, an interrupted one resumed, and a directory holding a run of other
 flags is refused by name, so an interrupted sweep continues where it stopped.
 
@@ -43,7 +43,7 @@ from absl import app
 from absl import flags
 
 from dpftrl_tff import console
-from dpftrl_tff import sweeps
+from dpftrl_tff.studies import sweeps
 
 _AXES = flags.DEFINE_multi_string(
     'axis', [], 'A grid axis: NAME=V1,V2,... over a flag of '

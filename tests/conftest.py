@@ -50,17 +50,17 @@ def pytest_sessionfinish(session, exitstatus):
 # about 90, training binary about 150, reproduce_participation 65, noise sweep 72, README git commands 46,
 # canaries in training about 95, reproduce_exposure about 80.
 _SLOW_FIRST = (
-    'tests/utility_curves_test.py::ReproduceUtilityCurvesGitTest',
-    'tests/training_test.py::TrainingLoopTest',
-    'tests/remote_test.py::RemoteTest',
-    'tests/training_test.py::BinaryTest',
-    'tests/training_test.py::LostWorkerTest',
-    'tests/canaries_test.py::CanaryTrainingTest',
-    'tests/canaries_test.py::BrokenMechanismInTrainingTest',
-    'tests/exposure_binary_test.py::ReproduceExposureTest',
+    'tests/studies/utility_curves_test.py::ReproduceUtilityCurvesGitTest',
+    'tests/run/training_test.py::TrainingLoopTest',
+    'tests/remote/remote_test.py::RemoteTest',
+    'tests/run/training_test.py::BinaryTest',
+    'tests/run/training_test.py::LostWorkerTest',
+    'tests/empirical/canaries_test.py::CanaryTrainingTest',
+    'tests/empirical/canaries_test.py::BrokenMechanismInTrainingTest',
+    'tests/empirical/exposure_binary_test.py::ReproduceExposureTest',
     'tests/readme_commands_test.py::OtherBinariesCommandsTest',
-    'tests/noise_sweep_test.py::NoiseSweepBinaryTest',
-    'tests/plan_launch_test.py::ReproduceParticipationTest',
+    'tests/studies/noise_sweep_test.py::NoiseSweepBinaryTest',
+    'tests/privacy/plan_launch_test.py::ReproduceParticipationTest',
     'tests/readme_commands_test.py::GitHistoryCommandsTest',
 )
 

@@ -22,7 +22,7 @@ from unittest import mock
 
 from absl.testing import parameterized
 
-from dpftrl_tff import synthetic
+from dpftrl_tff.data import synthetic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -237,7 +237,7 @@ def reused_builds(capacity: int = 8):
   build runs (`broken_noise`): the patched build would not happen.
   """
   # TensorFlow's import only where a test reuses builds (see broken_noise).
-  from dpftrl_tff import learning_process  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff.run import learning_process  # pylint: disable=g-import-not-at-top
   build = learning_process.build_learning_process
   built = collections.OrderedDict()
 

@@ -17,10 +17,11 @@ before_signals = (signal.getsignal(signal.SIGINT),
                   signal.getsignal(signal.SIGTERM))
 tf_level = os.environ.get('TF_CPP_MIN_LOG_LEVEL')
 import dpftrl_tff
-from dpftrl_tff import (accounting, config, console, data, loop, metrics,
-                        models, participation, plotting, progress,
-                        run_directory, runtime, synthetic, training,
-                        tff_compat)
+from dpftrl_tff import (accounting, console, models, participation, plotting,
+                        runtime, tff_compat)
+from dpftrl_tff.data import stackoverflow, synthetic
+from dpftrl_tff.run import (config, loop, metrics, progress, run_directory,
+                            training)
 from dpftrl_tff.aggregators import (adaptive, dp_ftrl, fused_clip, registry,
                                     secagg)
 from dpftrl_tff.tff_compat import fast_serialization, resident, worker

@@ -9,12 +9,12 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow_datasets as tfds
 
-from dpftrl_tff import data
-from dpftrl_tff import learning_process
+from dpftrl_tff.data import stackoverflow
+from dpftrl_tff.run import learning_process
 from dpftrl_tff import pretrained
 from dpftrl_tff import pretraining
-from dpftrl_tff import public_corpus
-from dpftrl_tff import training
+from dpftrl_tff.data import public_corpus
+from dpftrl_tff.run import training
 from tests import fixtures
 
 
@@ -43,7 +43,7 @@ def _cache():
 
 
 def _vocab():
-  return data.load_vocab(_cache(), 100)
+  return stackoverflow.load_vocab(_cache(), 100)
 
 
 def _config(**overrides):
@@ -79,7 +79,7 @@ class CorpusTest(absltest.TestCase):
     words = [w for _, s in first for w in s.split()]
     self.assertGreater(np.mean([w in vocab for w in words]), 0.5)
     # ... but none of the federated clients' sentences.
-    train, _, _ = data.load_stackoverflow(_cache())
+    train, _, _ = stackoverflow.load_stackoverflow(_cache())
     client_sentences = {
         x['tokens'].numpy().decode()
         for x in train.create_tf_dataset_from_all_clients(seed=0)}
@@ -134,8 +134,8 @@ class PretrainTest(absltest.TestCase):
         sentences=public_corpus.sentences(builder), vocab=_vocab(),
         output_dir=out, corpus=public_corpus.corpus_description(builder),
         vocab_source=_cache(), build_model=learning_process.build_keras_model,
-        eval_dataset=data.build_eval_dataset(
-            data.load_stackoverflow(_cache())[1], _vocab(), num_examples=20),
+        eval_dataset=stackoverflow.build_eval_dataset(
+            stackoverflow.load_stackoverflow(_cache())[1], _vocab(), num_examples=20),
         stop_after_step=stop, print_fn=lambda s: None)
 
   def test_resumed_pretraining_equals_uninterrupted_and_fine_tuning_starts_there(

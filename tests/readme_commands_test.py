@@ -19,7 +19,7 @@ import tempfile
 from absl.testing import absltest
 
 from tests import fixtures
-from tests import git_corpus_test
+from tests.data import git_corpus_test
 
 _NOT_RUN = {
     'make test': 'the test suite itself',

@@ -13,7 +13,7 @@ def _defined_flags():
 
   Read from a subprocess, not by importing: the binaries define flags of
   the same names (--root_output_dir), which one test process cannot hold
-  twice; and most flags are generated from dpftrl_tff.config.TrainConfig.
+  twice; and most flags are generated from dpftrl_tff.run.config.TrainConfig.
   """
   proc = fixtures.run_module('experiments.run_stackoverflow', '--helpshort',
                              timeout=120)

@@ -6,7 +6,7 @@ the value of a feasible one (`drop_hopeless_counts`): best value so far
 plus an exact integer ceiling of what the later trees can still add
 (`RemainingCeilings`) below the value of the densest feasible pattern
 (`packed_value`). Nothing a worst case needs is dropped, so the value is
-unchanged (`tests/accounting_tree_test.py` checks it against brute force
+unchanged (`tests/accounting/accounting_tree_test.py` checks it against brute force
 with the worst case itself as the floor).
 """
 

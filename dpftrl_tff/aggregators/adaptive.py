@@ -25,7 +25,7 @@ both trees are seeded from the operating system's entropy, or both derived
 from `--noise_seed` (`dp_ftrl.derived_noise_seed`).
 
 The result was checked against an independent NumPy simulation of
-Algorithm 1 (tests/adaptive_clipping_test.py): with noise off its results,
+Algorithm 1 (tests/aggregators/adaptive_clipping_test.py): with noise off its results,
 estimates and clips in force equal the simulation's in every round, and with
 noise on its value and count noise have the stds above. The paper's box
 writes t gamma where the code (and the algebra of a per-round geometric
@@ -79,7 +79,7 @@ class SeededQAdaClipTreeResSumQuery(tfp.QAdaClipTreeResSumQuery):
 
   TF Privacy passes `noise_seed` to the value tree only; this replaces the
   quantile estimator it built (same arguments) by one whose count tree uses
-  `count_noise_seed`. tests/noise_seed_test.py checks the state holds both
+  `count_noise_seed`. tests/aggregators/noise_seed_test.py checks the state holds both
   seeds, so a change inside TF Privacy cannot bring the clock back silently.
   """
 

@@ -16,7 +16,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from dpftrl_tff import accounting
 from dpftrl_tff import participation
-from dpftrl_tff import planned_privacy
+from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.recommend import policy
 
 AGGREGATOR = 'dp_ftrl'

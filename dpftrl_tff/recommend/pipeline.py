@@ -8,7 +8,7 @@ writes the outputs with `report.write`. See `experiments.recommend`.
 from typing import Dict
 
 from dpftrl_tff import accounting
-from dpftrl_tff import public_corpus
+from dpftrl_tff.data import public_corpus
 from dpftrl_tff.recommend import launch as launch_lib
 from dpftrl_tff.recommend import policy
 from dpftrl_tff.recommend import report as report_lib

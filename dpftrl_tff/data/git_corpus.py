@@ -1,0 +1,437 @@
+"""A federated text corpus from a git history, in TFF's StackOverflow schema.
+
+A git repository is a natural federated corpus: its authors are the clients,
+their commit messages their private text, and the repository's own
+documentation public prose for pretraining (as web text is for Gboard, paper
+Sec. 2.3). `build` writes `stackoverflow.sqlite` (TFF's exact schema: tables
+`examples(split_name, client_id, serialized_example_proto)` and
+`client_metadata(client_id, split_name, num_examples)`, splits train,
+heldout and test) and `stackoverflow.word_count` (the train split's words,
+most frequent first), so that `tff.simulation.datasets.stackoverflow.
+load_data(cache_dir)` and `run_stackoverflow --cache_dir` read it unchanged.
+
+What a commit message becomes (`message_sentences`):
+* dropped whole: merge commits ("Merge branch ...", "Merge pull request
+  ..."), reverts' boilerplate is kept (it is the author's text);
+* dropped lines: trailers (`Signed-off-by:`, any `*-by:`, `Cc:`,
+  `Change-Id:`, `Link:`, `Fixes:` ...), quoted diffs (from `diff --git`,
+  `--- a/`, `@@ ` to the end of the block), indented blocks (a tab or four
+  spaces: commands, code, logs), fenced code blocks, quoted e-mail (`>`),
+  scissors lines;
+* removed from the text: URLs and e-mail addresses;
+* the subject line is one sentence; body paragraphs are joined and split at
+  sentence ends (`. `, `? `, `! `); bullets start a new sentence;
+* tokenized as TFF's StackOverflow `tokens`: lower case, punctuation split
+  off as its own token, English contractions split ("don't" -> "do n't"),
+  tokens joined by single spaces; sentences of fewer than
+  `min_tokens_per_sentence` tokens are dropped.
+
+Clients: an author's identity (the e-mail git reports, after .mailmap) is
+replaced on reading by its HMAC-SHA256 under a random salt drawn for this
+process and never stored; client ids are sequence numbers in order of the
+author's first commit (date, then commit id), so the database depends only
+on the input and `seed`, never on the salt. Authors with fewer than
+`min_examples_per_client` sentences are left out. Splits are by author:
+`split='random'` permutes the authors with `seed`; `split='date'` gives the
+oldest authors (by first commit) to train, the next to heldout and the
+newest to test (a model trained on earlier contributors, evaluated on later
+ones).
+
+Public text: documentation files (a directory, or a JSON-lines export of
+`path`, `text`) are cut into sentences the same way (AsciiDoc / Markdown
+markup, code blocks and tables dropped) and written as
+`public_text.txt`, one tokenized sentence a line, then prepared as the
+project's TFDS dataset `dpftrl_public_text` in `<output_dir>/tfds` for
+`experiments.pretrain --tfds_name=dpftrl_public_text`.
+"""
+
+import bz2
+import collections
+import dataclasses
+import gzip
+import hashlib
+import hmac
+import json
+import lzma
+import os
+import re
+import secrets
+import sqlite3
+import subprocess
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence
+
+import numpy as np
+
+from dpftrl_tff import checks
+from dpftrl_tff.data import stackoverflow
+from dpftrl_tff import strict_json
+from dpftrl_tff.data.git_text import document_sentences
+from dpftrl_tff.data.git_text import message_sentences
+
+PUBLIC_TEXT_NAME = 'public_text.txt'
+CORPUS_RECORD_NAME = 'corpus.json'
+SPLIT_MODES = ('random', 'date')
+DOC_EXTENSIONS = ('.txt', '.adoc', '.asciidoc', '.md', '.markdown', '.rst',
+                  '')
+
+
+class CorpusError(ValueError):
+  """Input that cannot become a corpus (the message says which and why)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Commit:
+  """One commit as read: the author already replaced by a salted digest."""
+  commit: str
+  author_key: str
+  date: str
+  message: str
+
+
+# ---- Reading commits.
+
+
+class _AuthorHasher:
+  """HMAC-SHA256 of author identities under a salt never written anywhere."""
+
+  def __init__(self, salt: Optional[bytes] = None):
+    self._salt = salt if salt is not None else secrets.token_bytes(32)
+
+  def __call__(self, identity: str) -> str:
+    return hmac.new(self._salt, identity.strip().lower().encode('utf-8'),
+                    hashlib.sha256).hexdigest()
+
+
+def _open_text(path: str):
+  opener = {'.xz': lzma.open, '.lzma': lzma.open, '.gz': gzip.open,
+            '.bz2': bz2.open}.get(os.path.splitext(path)[1].lower(), open)
+  return opener(path, 'rt', encoding='utf-8')
+
+
+def _read_jsonl(path: str, flag: str,
+                fields: Sequence[str]) -> Iterator[tuple]:
+  """(line number, object) of a JSON-lines file, maybe compressed.
+
+  Every object must have string `fields`; anything else raises CorpusError
+  naming the flag, the file and the line.
+  """
+  if not os.path.isfile(path):
+    raise CorpusError(f'--{flag}={path}: no such file.')
+  try:
+    with _open_text(path) as f:
+      for number, line in enumerate(f, 1):
+        if not line.strip():
+          continue
+        where = f'--{flag}={path}, line {number}'
+        try:
+          obj = json.loads(line)
+        except ValueError as e:
+          raise CorpusError(f'{where}: not JSON ({e}).') from None
+        if not isinstance(obj, dict):
+          raise CorpusError(f'{where}: expected an object with '
+                            f'{", ".join(fields)}.')
+        missing = [k for k in fields if not isinstance(obj.get(k), str)]
+        if missing:
+          raise CorpusError(f'{where}: no string field(s) '
+                            f'{", ".join(missing)}.')
+        yield number, obj
+  except (OSError, EOFError, lzma.LZMAError, UnicodeDecodeError) as e:
+    raise CorpusError(f'--{flag}={path}: cannot read it '
+                      f'({type(e).__name__}: {e}).') from None
+
+
+def read_commits_jsonl(path: str, hasher=None) -> Iterator[Commit]:
+  """Commits of a JSON-lines export (`commit`, `author`, `date`, `message`).
+
+  The file may be compressed (.xz, .gz, .bz2). A line that is not such an
+  object raises CorpusError naming the file and line.
+  """
+  hasher = hasher or _AuthorHasher()
+  for number, obj in _read_jsonl(path, 'commits_jsonl',
+                                 ('author', 'date', 'message')):
+    yield Commit(str(obj.get('commit', number)), hasher(obj['author']),
+                 obj['date'], obj['message'])
+
+
+_FIELD, _RECORD = '\x1f', '\x1e'
+
+
+def read_git_log(repo: str, hasher=None) -> Iterator[Commit]:
+  """Commits of `git log` in `repo` (merges excluded; .mailmap applied).
+
+  Messages are asked for in UTF-8 (`--encoding=UTF-8`): git re-encodes a
+  commit recorded in another encoding (its `encoding` header, e.g. Latin-1)
+  rather than passing its bytes on, which would decode to replacement
+  characters.
+  """
+  hasher = hasher or _AuthorHasher()
+  if not os.path.isdir(repo):
+    raise CorpusError(f'--git_repo={repo}: no such directory.')
+  try:
+    check = subprocess.run(['git', '-C', repo, 'rev-parse', '--git-dir'],
+                           capture_output=True, text=True, check=False)
+  except OSError as e:
+    raise CorpusError(f'--git_repo={repo}: cannot run git ({e}).') from None
+  if check.returncode:
+    raise CorpusError(f'--git_repo={repo}: not a git repository.')
+  fmt = _FIELD.join(['%H', '%aE', '%aI', '%B']) + _RECORD
+  proc = subprocess.run(
+      ['git', '-C', repo, 'log', '--no-merges', '--encoding=UTF-8',
+       f'--format={fmt}'],
+      capture_output=True, check=False)
+  if proc.returncode:
+    error = proc.stderr.decode('utf-8', 'replace').strip().splitlines()
+    if any('does not have any commits' in line for line in error):
+      raise CorpusError(f'--git_repo={repo}: the repository has no commits.')
+    raise CorpusError(f'--git_repo={repo}: git log failed '
+                      f'({error[-1] if error else proc.returncode}).')
+  for raw in proc.stdout.split(_RECORD.encode()):
+    record = _decode_record(raw).lstrip('\n')
+    if not record:
+      continue
+    commit, email, date, message = record.split(_FIELD, 3)
+    yield Commit(commit, hasher(email), date, message)
+
+
+def _decode_record(raw: bytes) -> str:
+  """A commit's record from `git log --encoding=UTF-8`: UTF-8, or, for a
+  message stored in another encoding without saying so (git cannot
+  re-encode it), Latin-1, which decodes any bytes; never replacement
+  characters."""
+  try:
+    return raw.decode('utf-8')
+  except UnicodeDecodeError:
+    return raw.decode('latin-1')
+
+
+def read_docs_jsonl(path: str) -> Iterator[Dict[str, str]]:
+  """Documents of a JSON-lines export (`path`, `text`); maybe compressed."""
+  for number, obj in _read_jsonl(path, 'docs_jsonl', ('text',)):
+    yield dict(path=str(obj.get('path', number)), text=obj['text'])
+
+
+def read_docs_dir(root: str) -> Iterator[Dict[str, str]]:
+  """Text documents under `root` (by extension; .git skipped), sorted."""
+  if not os.path.isdir(root):
+    raise CorpusError(f'--docs_dir={root}: no such directory.')
+  paths = []
+  for folder, dirs, files in os.walk(root):
+    dirs[:] = sorted(d for d in dirs if not d.startswith('.'))
+    for name in files:
+      if os.path.splitext(name)[1].lower() in DOC_EXTENSIONS and (
+          not name.startswith('.')):
+        paths.append(os.path.join(folder, name))
+  for path in sorted(paths):
+    try:
+      with open(path, encoding='utf-8') as f:
+        text = f.read()
+    except (UnicodeDecodeError, OSError):
+      continue   # Binary or unreadable: not prose.
+    yield dict(path=os.path.relpath(path, root), text=text)
+
+
+# ---- Building the database.
+
+
+@dataclasses.dataclass
+class BuildSettings:
+  """How commits become a federated corpus (the binary's flags)."""
+  seed: int = 0
+  split: str = 'random'
+  heldout_fraction: float = 0.1
+  test_fraction: float = 0.1
+  min_examples_per_client: int = 5
+  min_tokens_per_sentence: int = 2
+  since: Optional[str] = None
+  until: Optional[str] = None
+
+  def validate(self):
+    checks.check_int(self.seed, '--seed', minimum=0)
+    if self.split not in SPLIT_MODES:
+      raise CorpusError(f'--split={self.split!r}: use one of '
+                        f'{", ".join(SPLIT_MODES)}.')
+    for name in ('heldout_fraction', 'test_fraction'):
+      checks.check_float(getattr(self, name), f'--{name}', minimum=0.0,
+                         maximum=0.5, strict_minimum=True)
+    checks.check_int(self.min_examples_per_client,
+                     '--min_examples_per_client', minimum=1)
+    checks.check_int(self.min_tokens_per_sentence,
+                     '--min_tokens_per_sentence', minimum=1)
+    for name in ('since', 'until'):
+      value = getattr(self, name)
+      if value is not None and not re.fullmatch(r'\d{4}-\d\d-\d\d.*', value):
+        raise CorpusError(f'--{name}={value!r}: expected a date '
+                          f'YYYY-MM-DD.')
+
+
+@dataclasses.dataclass
+class _Author:
+  first_date: str
+  first_commit: str
+  sentences: List[tuple]   # (date, tokens)
+
+
+def group_by_author(commits: Iterable[Commit], settings: BuildSettings
+                    ) -> Dict[str, _Author]:
+  """Salted author digest -> the author's sentences, in the date range."""
+  authors: Dict[str, _Author] = {}
+  count = 0
+  for c in commits:
+    count += 1
+    day = c.date[:10]
+    if settings.since and day < settings.since[:10]:
+      continue
+    if settings.until and day >= settings.until[:10]:
+      continue
+    sentences = message_sentences(
+        c.message, min_tokens_per_sentence=settings.min_tokens_per_sentence)
+    author = authors.get(c.author_key)
+    if author is None:
+      author = authors[c.author_key] = _Author(c.date, c.commit, [])
+    elif (c.date, c.commit) < (author.first_date, author.first_commit):
+      author.first_date, author.first_commit = c.date, c.commit
+    author.sentences.extend((c.date, s) for s in sentences)
+  if count == 0:
+    raise CorpusError('The history has no commits.')
+  return authors
+
+
+def assign_splits(authors: Dict[str, _Author], settings: BuildSettings
+                  ) -> Dict[str, List[_Author]]:
+  """Kept authors (enough sentences) by split, in client-id order."""
+  kept = sorted((a for a in authors.values()
+                 if len(a.sentences) >= settings.min_examples_per_client),
+                key=lambda a: (a.first_date, a.first_commit))
+  n = len(kept)
+  n_heldout = max(1, int(round(settings.heldout_fraction * n)))
+  n_test = max(1, int(round(settings.test_fraction * n)))
+  if n - n_heldout - n_test < 1:
+    raise CorpusError(
+        f'Only {n} author(s) have at least --min_examples_per_client='
+        f'{settings.min_examples_per_client} sentences: too few for train, '
+        f'heldout and test splits (lower --min_examples_per_client or use '
+        f'a longer history).')
+  if settings.split == 'random':
+    order = np.random.default_rng(settings.seed).permutation(n)
+    kept = [kept[i] for i in order]
+  n_train = n - n_heldout - n_test
+  return dict(train=kept[:n_train],
+              heldout=kept[n_train:n_train + n_heldout],
+              test=kept[n_train + n_heldout:])
+
+
+def _percentiles(sizes: Sequence[int]) -> Dict[str, float]:
+  if not sizes:
+    return {}
+  arr = np.asarray(sizes)
+  return dict(min=int(arr.min()), median=float(np.median(arr)),
+              mean=round(float(arr.mean()), 1),
+              p90=float(np.percentile(arr, 90)), max=int(arr.max()))
+
+
+def write_database(output_dir: str, splits: Dict[str, List[_Author]],
+                   vocab_size_for_coverage: int = 10000) -> Dict:
+  """Writes the database and word counts; returns the corpus statistics."""
+  os.makedirs(output_dir, exist_ok=True)
+  path = stackoverflow.database_path(output_dir)
+  tmp = path + '.tmp'
+  for stale in (tmp, tmp + '-journal'):
+    if os.path.exists(stale):
+      os.remove(stale)
+  con = sqlite3.connect(tmp)
+  word_counts: collections.Counter = collections.Counter()
+  split_counts: Dict[str, collections.Counter] = {}
+  stats: Dict[str, Dict] = {}
+  try:
+    stackoverflow.create_tables(con)
+    number = 0
+    for split in stackoverflow.SPLITS:
+      counter = split_counts[split] = collections.Counter()
+      sizes, tokens = [], 0
+      for author in splits[split]:
+        number += 1
+        cid = f'{number:08d}'
+        rows = [(split, cid, stackoverflow.serialize_example(
+            tokens=s, date=date, kind='commit'))
+                for date, s in sorted(author.sentences)]
+        for _, s in author.sentences:
+          words = s.split(' ')
+          counter.update(words)
+          tokens += len(words)
+        con.executemany('INSERT INTO examples VALUES (?, ?, ?)', rows)
+        con.execute('INSERT INTO client_metadata VALUES (?, ?, ?)',
+                    (cid, split, len(rows)))
+        sizes.append(len(rows))
+      stats[split] = dict(clients=len(sizes), sentences=int(sum(sizes)),
+                          tokens=tokens,
+                          sentences_per_client=_percentiles(sizes))
+    word_counts = split_counts['train']
+    stackoverflow.index_tables(con)
+    con.commit()
+  finally:
+    con.close()
+  ranked = sorted(word_counts.items(), key=lambda kv: (-kv[1], kv[0]))
+  counts_path = os.path.join(output_dir, stackoverflow.WORD_COUNTS_NAME)
+  with open(counts_path + '.tmp', 'w', encoding='utf-8') as f:
+    for word, count in ranked:
+      f.write(f'{word} {count}\n')
+  os.replace(counts_path + '.tmp', counts_path)
+  os.replace(tmp, path)
+  vocab = {w for w, _ in ranked[:vocab_size_for_coverage]}
+  coverage = {}
+  for split, counter in split_counts.items():
+    total = sum(counter.values())
+    covered = sum(c for w, c in counter.items() if w in vocab)
+    coverage[split] = covered / total if total else float('nan')
+  return dict(splits=stats, distinct_train_words=len(ranked),
+              coverage_vocab_size=vocab_size_for_coverage,
+              vocab_coverage=coverage)
+
+
+def write_public_text(output_dir: str, documents: Iterable[Dict[str, str]],
+                      min_tokens_per_sentence: int = 3) -> Dict:
+  """public_text.txt: every document's sentences, one a line."""
+  path = os.path.join(output_dir, PUBLIC_TEXT_NAME)
+  files = sentences = tokens = 0
+  with open(path + '.tmp', 'w', encoding='utf-8') as f:
+    for doc in documents:
+      files += 1
+      for s in document_sentences(
+          doc['text'], min_tokens_per_sentence=min_tokens_per_sentence):
+        f.write(s + '\n')
+        sentences += 1
+        tokens += s.count(' ') + 1
+  os.replace(path + '.tmp', path)
+  if sentences == 0:
+    raise CorpusError(f'The documentation ({files} file(s)) has no '
+                      f'sentences.')
+  return dict(files=files, sentences=sentences, tokens=tokens, path=path)
+
+
+def build(output_dir: str, commits: Iterable[Commit],
+          settings: BuildSettings, *,
+          documents: Optional[Iterable[Dict[str, str]]] = None,
+          source: Optional[Dict] = None) -> Dict:
+  """Builds the corpus in `output_dir`; returns its statistics.
+
+  Also writes `corpus.json` (the settings, the source and the statistics;
+  no identity). With `documents`, the public text and its TFDS dataset.
+  """
+  settings.validate()
+  authors = group_by_author(commits, settings)
+  splits = assign_splits(authors, settings)
+  stats = write_database(output_dir, splits)
+  stats['authors'] = len(authors)
+  stats['authors_dropped'] = len(authors) - sum(
+      len(v) for v in splits.values())
+  if documents is not None:
+    stats['public_text'] = write_public_text(output_dir, documents)
+    # TensorFlow Datasets only when there is public text to prepare.
+    from dpftrl_tff.data import public_corpus  # pylint: disable=g-import-not-at-top
+    builder = public_corpus.public_text_builder(output_dir, prepare=True)
+    stats['public_text']['tfds_data_dir'] = os.path.abspath(
+        builder.data_dir_root)
+  record = dict(settings=dataclasses.asdict(settings), source=source or {},
+                stats=stats)
+  strict_json.write(os.path.join(output_dir, CORPUS_RECORD_NAME), record)
+  return stats

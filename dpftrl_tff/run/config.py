@@ -1,0 +1,445 @@
+"""The hyperparameters of a training run, each declared once.
+
+`TrainConfig` is the single declaration of every training setting: its
+default, its help text (written into the binary's --help and the README flag
+table) and whether it may change when a run is resumed. Binaries define their
+absl flags from it (`define_flags`) and read them back (`from_flags`), so a
+new setting is one field here. Library code takes a `TrainConfig`; only
+binaries know flags.
+"""
+
+import dataclasses
+import math
+from typing import Any, Dict, Optional, Sequence
+
+from absl import flags
+import numpy as np
+
+from dpftrl_tff import checks
+from dpftrl_tff import participation as participation_lib
+from dpftrl_tff import settings
+from dpftrl_tff.accounting import blt_optimizer
+from dpftrl_tff.aggregators import registry
+from dpftrl_tff.remote import workers
+
+
+_field = settings.setting
+
+
+def _timer(name: str):
+  """A timer setting, declared in participation.TimerSettings."""
+  return settings.same_setting(participation_lib.TimerSettings, name)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """Everything that defines a training run (written to hparams.json).
+
+  Frozen and validated when made (`validate`: every error names its flag),
+  so code below takes its values as checked; a changed value is a new
+  config (`dataclasses.replace`, validated again). What depends on the data
+  (the number of training clients) is checked by `check_data`.
+  """
+  total_rounds: int = _field(
+      100, 'Number of training rounds T (may be raised to extend a run, '
+      'never lowered below the rounds already run).', resumable=True)
+  clients_per_round: int = _field(
+      100, 'Clients per round: the report goal m (DP-FTRL divides the noisy '
+      'sum by it).')
+  client_lr: float = _field(0.5, 'Client SGD learning rate eta_c.')
+  server_lr: float = _field(1.0, 'Server learning rate eta_s.')
+  server_momentum: float = _field(0.9, 'Server momentum beta.')
+  client_batch_size: int = _field(16, 'Client batch size.')
+  client_epochs_per_round: int = _field(1, 'Local epochs per round.')
+  max_elements_per_client: int = _field(
+      256, 'Sentences used per client and round (after shuffling).')
+  shuffle_buffer_size: int = _field(
+      1000, 'Each round every client shuffles its examples with a buffer '
+      'of this size, seeded by (seed, round, client), before taking '
+      '--max_elements_per_client; 0 or 1: no shuffling.')
+  sequence_length: int = _field(20, 'Words per sentence (then BOS/EOS).')
+  vocab_size: int = _field(
+      10000, 'Vocabulary words V (ids add pad, OOV, BOS, EOS).')
+  latent_size: int = _field(670, 'CIFG units.')
+  embedding_size: int = _field(96, 'Embedding and projection size.')
+  shared_embedding: bool = _field(False,
+                                  'Tie input and output embeddings.')
+  initial_weights: Optional[str] = _field(
+      None, 'Start from pretrained weights: an output directory of '
+      'experiments.pretrain (its vocabulary and model sizes must equal this '
+      'run\'s). Unset: the seeded random initialization.')
+  aggregator: str = _field(
+      'dp_ftrl', 'Model-update aggregation (see '
+      'dpftrl_tff.aggregators.registry): none (plain FedAvg mean), dp_ftrl '
+      '(fixed clip, tree noise), dp_ftrl_adaptive (Algorithm 1) or '
+      'dp_ftrl_blt (fixed clip, BLT noise).',
+      flag_type='enum')
+  noise_multiplier: float = _field(
+      0.0, 'Noise multiplier z: tree node noise std z * C (adaptive: the '
+      'equivalent z of Theorem 1; BLT: noise z * C * (C^-1 Z)_t).')
+  clip_norm: float = _field(1.0, 'l2 clip norm C of client updates (fixed '
+                            'clip, and SecAgg).')
+  noise_seed: Optional[int] = _field(
+      None, 'Fixes the DP noise (tests and debugging only: no privacy; '
+      'warns). Unset: drawn from the operating system\'s entropy.')
+  initial_clip_norm: float = _field(0.1,
+                                    'dp_ftrl_adaptive: initial clip C^0.')
+  target_unclipped_quantile: float = _field(
+      0.5, 'dp_ftrl_adaptive: target quantile gamma of unclipped updates.')
+  clip_learning_rate: float = _field(
+      0.2, 'dp_ftrl_adaptive: clip learning rate eta_gamma.')
+  clipped_count_stddev: Optional[float] = _field(
+      None, 'dp_ftrl_adaptive: noise std sigma_b of the clipped counts; '
+      'unset: clients_per_round / 20.')
+  restart_warmup: int = _field(
+      128, 'dp_ftrl_adaptive: first tree restart (new clip in force) at '
+      'this round.')
+  restart_frequency: int = _field(
+      1024, 'dp_ftrl_adaptive: then a restart every this many rounds.')
+  secagg: bool = _field(
+      False, 'SecAgg-style discretization of client updates (Algorithm 2), '
+      'with aggregator none, dp_ftrl or dp_ftrl_blt; DP noise is calibrated '
+      'to C_inflated.')
+  secagg_scale: float = _field(1024.0, 'SecAgg scale s.')
+  secagg_debug: bool = _field(
+      False, 'Also record the l2 distance between the decoded and the true '
+      'clipped sum (simulation only).')
+  blt_params: Optional[str] = _field(
+      None, 'dp_ftrl_blt: JSON file with the BLT (lists buf_decay and '
+      'output_scale, e.g. a run\'s blt.json). Unset: optimized for '
+      '--total_rounds and the planned participation.')
+  blt_num_buffers: Optional[int] = _field(
+      None, 'dp_ftrl_blt: buffers of the optimized BLT, 1 to 7. Unset: '
+      'added while the loss improves by 1%.')
+  blt_error: str = _field(
+      'max', 'dp_ftrl_blt: optimize the max or the mean squared error of '
+      'the noisy prefix sums.', flag_type='enum')
+  blt_min_separation: Optional[int] = _field(
+      None, 'dp_ftrl_blt: MinS the BLT is optimized for. Unset: the '
+      'participation model\'s guarantee (min_sep_groups) or floor(N / m) - 1 '
+      'for N training clients.')
+  blt_max_participation: Optional[int] = _field(
+      None, 'dp_ftrl_blt: MaxP the BLT is optimized for. Unset: as many as '
+      'fit in --total_rounds.')
+  # Participation (dpftrl_tff.participation).
+  participation: str = _field(
+      'uniform', 'Who takes part in each round: uniform (independent '
+      'rounds), min_sep_groups (round r from group r mod b: MinS >= b - 1) '
+      'or timer (device-level simulation with a participation timer).',
+      flag_type='enum')
+  min_sep_groups: Optional[int] = _field(
+      None, 'min_sep_groups: the number of groups b; unset: the largest, '
+      'floor(clients / clients_per_round).')
+  # The timer model's settings, declared in participation.TimerSettings.
+  timer_hours: float = _timer('timer_hours')
+  round_minutes: float = _timer('round_minutes')
+  daily_active_fraction: float = _timer('daily_active_fraction')
+  availability_hours: float = _timer('availability_hours')
+  window_start_hour: float = _timer('window_start_hour')
+  window_spread_hours: float = _timer('window_spread_hours')
+  shortfall: str = _timer('shortfall')
+  max_wait_hours: float = _timer('max_wait_hours')
+  # Where rounds run (dpftrl_tff.remote): no part of the run's identity.
+  workers: Optional[str] = _field(
+      None, 'Run each round\'s cohort across these TFF workers, '
+      'host:port,host:port,... (each started with `python -m '
+      'experiments.serve_worker`; the database must be at the same path on '
+      'every worker machine). Unset: on this machine.', resumable=True)
+  subrounds: int = _field(
+      0, 'With --workers: cut each cohort into this many parts S, run on '
+      'free workers and summed in a fixed order (0: one per worker). '
+      'Results depend on S, not on the number of workers.', resumable=True)
+  on_worker_failure: str = _field(
+      'stop', 'With --workers: when a worker is lost during a round, stop '
+      '(re-run the command to resume from the last checkpoint) or continue '
+      '(the round again on the remaining workers; same S, same result).',
+      resumable=True, flag_type='enum')
+  # Launch-equivalent privacy (reported beside the run's own).
+  launch_report_goal: int = _field(
+      6500, 'Report goal of the equivalent launch: its noise multiplier is '
+      'z * launch_report_goal / clients_per_round (same noise per client).',
+      resumable=True)
+  launch_population: Optional[int] = _field(
+      None, 'Estimated population of the launch; with it the binary also '
+      'prints the launch-equivalent privacy at the largest MinS it allows. '
+      'Unset: not printed.', resumable=True)
+  launch_rounds: Optional[int] = _field(
+      None, 'Rounds of the equivalent launch; unset: the run\'s rounds.',
+      resumable=True)
+  # Empirical privacy (dpftrl_tff.empirical.canaries).
+  canaries: int = _field(
+      0, 'One-shot empirical privacy (Andrew et al. 2024): K training '
+      'clients, chosen from --seed, become canary clients whose update is a '
+      'fixed random direction through the same clipping, noise and SecAgg '
+      'path; as many directions are never inserted. The summary gets the '
+      'estimated epsilon (final model and all iterates) beside the accounted '
+      'one. 0: none; else at least 2.')
+  canary_norm: Optional[float] = _field(
+      None, 'Norm of a canary update before clipping. Unset: 100 times the '
+      '(initial) clip norm, so it is always clipped; without DP, 1.')
+  canary_phrases: int = _field(
+      0, 'Memorization (the secret sharer, Carlini et al. 2019): N random '
+      'phrases of --canary_phrase_length vocabulary words, each inserted '
+      'into the data of --canary_phrase_repeats training clients (from '
+      '--seed); the summary gets each phrase\'s exposure against '
+      '--exposure_candidates random phrases. 0: none.')
+  canary_phrase_repeats: int = _field(
+      1, 'Clients whose data holds each canary phrase.')
+  canary_phrase_length: int = _field(5, 'Words per canary phrase.')
+  exposure_candidates: int = _field(
+      10000, 'Random candidate phrases each canary phrase is ranked among '
+      '(the rank exposure is at most log2 of it plus one; the extrapolated '
+      'one is not capped).')
+  seed: Optional[int] = _field(
+      None, 'Seed of model init, client sampling and client shuffling. '
+      'Unset: random, recorded in hparams.json.')
+  rounds_per_eval: int = _field(10, 'Evaluate every this many rounds.',
+                                resumable=True)
+  num_eval_examples: int = _field(
+      10000, 'Sentences of the held-out split used for evaluation.',
+      resumable=True)
+  eval_sentences_per_author: int = _field(
+      20, 'At most this many of the --num_eval_examples sentences come from '
+      'one held-out author (client), so that no author dominates the '
+      'evaluation; 0: no cap (each author\'s sentences in turn).',
+      resumable=True)
+  rounds_per_checkpoint: int = _field(
+      10, 'Checkpoint every this many rounds.', resumable=True)
+  allow_changed_learning_rates: bool = _field(
+      False, 'On resume, accept --client_lr, --server_lr and '
+      '--server_momentum other than the run started with (e.g. after it '
+      'diverged): the new values apply from the resumed round on and are '
+      'recorded in hparams.json. Off: a change is refused.', resumable=True)
+  debug_measurements: bool = _field(
+      True, 'Record client update norm statistics (simulation '
+      'diagnostics).')
+  # Resolved at run time by the mechanism (`mechanisms.base.RunParameters`), not a
+  # setting: no flag, not in hparams.json. A resumed dp_ftrl_blt run's BLT,
+  # read back from its blt.json.
+  resolved_blt: Optional[Any] = dataclasses.field(
+      default=None, metadata=dict(derived=True))
+
+  def adaptive_arguments(self) -> Dict[str, Any]:
+    """Algorithm 1's arguments, as the adaptive factory takes them."""
+    return dict(initial_clip_norm=self.initial_clip_norm,
+                target_unclipped_quantile=self.target_unclipped_quantile,
+                clip_learning_rate=self.clip_learning_rate,
+                clipped_count_stddev=self.clipped_count_stddev,
+                restart_warmup=self.restart_warmup,
+                restart_frequency=self.restart_frequency)
+
+  def __post_init__(self):
+    self.validate()
+
+  def validate(self):
+    """Raises ValueError naming the flag for any bad value (run when the
+    config is made; data-dependent checks are `check_data`'s)."""
+    checks.check_int(self.total_rounds, '--total_rounds', minimum=1,
+                     maximum=MAX_ROUNDS)
+    checks.check_int(self.clients_per_round, '--clients_per_round', minimum=1)
+    for name in ('client_lr', 'server_lr'):
+      checks.check_float(getattr(self, name), f'--{name}', minimum=0,
+                         strict_minimum=True)
+    checks.check_float(self.server_momentum, '--server_momentum', minimum=0,
+                       maximum=1, strict_maximum=True)
+    for name in ('client_batch_size', 'client_epochs_per_round',
+                 'max_elements_per_client', 'sequence_length', 'vocab_size',
+                 'latent_size', 'embedding_size', 'rounds_per_eval',
+                 'num_eval_examples', 'rounds_per_checkpoint'):
+      checks.check_int(getattr(self, name), f'--{name}', minimum=1)
+    checks.check_int(self.shuffle_buffer_size, '--shuffle_buffer_size',
+                     minimum=0)
+    checks.check_int(self.eval_sentences_per_author,
+                     '--eval_sentences_per_author', minimum=0)
+    if self.noise_seed is not None:
+      checks.check_int(self.noise_seed, '--noise_seed', minimum=0)
+    if self.seed is not None:
+      checks.check_int(self.seed, '--seed', minimum=0)
+    registry.get(self.aggregator).validate(self)
+    if self.participation not in participation_lib.MODELS:
+      raise ValueError(f'--participation={self.participation!r} is unknown; '
+                       f'allowed: {", ".join(participation_lib.MODELS)}.')
+    if self.min_sep_groups is not None:
+      checks.check_int(self.min_sep_groups, '--min_sep_groups', minimum=1)
+    if self.participation == 'timer':
+      self.timer_settings().validate(None, self.clients_per_round)
+    checks.check_int(self.launch_report_goal, '--launch_report_goal',
+                     minimum=1)
+    if self.launch_population is not None:
+      checks.check_int(self.launch_population, '--launch_population',
+                       minimum=self.launch_report_goal)
+    if self.launch_rounds is not None:
+      checks.check_int(self.launch_rounds, '--launch_rounds', minimum=1)
+    workers.parse_workers(self.workers)
+    self._validate_canaries()
+    checks.check_int(self.subrounds, '--subrounds', minimum=0)
+    if self.subrounds and not self.workers:
+      raise ValueError(f'--subrounds={self.subrounds} needs --workers (on '
+                       f'one machine a round is not cut into parts).')
+    if self.on_worker_failure not in workers.FAILURE_POLICIES:
+      raise ValueError(f'--on_worker_failure={self.on_worker_failure!r} is '
+                       f'unknown; allowed: '
+                       f'{", ".join(workers.FAILURE_POLICIES)}.')
+
+  def check_data(self, num_train_clients: int):
+    """Raises ValueError naming the flag when the run does not fit a
+    training split of `num_train_clients` clients."""
+    if self.clients_per_round > num_train_clients:
+      raise ValueError(
+          f'--clients_per_round={self.clients_per_round} is larger than the '
+          f'{num_train_clients} clients of the training split.')
+    # The participation model's own checks on the population (the groups of
+    # min_sep_groups, the timer's settings): its sampler is cheap to make,
+    # and what it refuses must be refused before the run directory is
+    # touched. The seed does not change what is checked.
+    dataclasses.replace(self, seed=0 if self.seed is None else self.seed
+                        ).build_sampler(num_train_clients)
+    used = self.canaries + self.canary_phrases * self.canary_phrase_repeats
+    if used and used >= num_train_clients:
+      raise ValueError(
+          f'--canaries={self.canaries} and --canary_phrases='
+          f'{self.canary_phrases} x --canary_phrase_repeats='
+          f'{self.canary_phrase_repeats} need {used} of the '
+          f'{num_train_clients} training clients; leave some real ones.')
+
+  def _validate_canaries(self):
+    checks.check_int(self.canaries, '--canaries', minimum=0)
+    checks.check_int(self.canary_phrases, '--canary_phrases', minimum=0)
+    checks.check_int(self.canary_phrase_repeats, '--canary_phrase_repeats',
+                     minimum=1)
+    checks.check_int(self.canary_phrase_length, '--canary_phrase_length',
+                     minimum=1, maximum=self.sequence_length - 1)
+    checks.check_int(self.exposure_candidates, '--exposure_candidates',
+                     minimum=1)
+    if self.canary_phrases and self.workers:
+      raise ValueError(f'--canary_phrases={self.canary_phrases} runs on this '
+                       f'machine only; leave out --workers.')
+    if self.canary_norm is not None:
+      checks.check_float(self.canary_norm, '--canary_norm', minimum=0,
+                         strict_minimum=True)
+    if not self.canaries:
+      return
+    checks.check_int(self.canaries, '--canaries', minimum=2)
+    if self.workers:
+      raise ValueError(f'--canaries={self.canaries} runs on this machine '
+                       f'only; leave out --workers.')
+
+  def timer_settings(self) -> participation_lib.TimerSettings:
+    return settings.values_of(participation_lib.TimerSettings, self)
+
+  def build_sampler(self, num_clients: int):
+    """The participation sampler of this run (over client indices)."""
+    return participation_lib.build_sampler(
+        self.participation, num_clients=num_clients,
+        report_goal=self.clients_per_round, seed=self.seed,
+        min_sep_groups=self.min_sep_groups, timer=self.timer_settings())
+
+
+LEARNING_RATE_FIELDS = ('client_lr', 'server_lr', 'server_momentum')
+
+# --total_rounds at most: 25 times the paper's longest launches (about 4,000
+# rounds); a typo such as 20000000 fails at once instead of running for
+# years (each round is seconds to minutes here).
+MAX_ROUNDS = 100_000
+
+
+def draw_seed() -> int:
+  """An unpredictable seed for an unset --seed (recorded by the caller)."""
+  return int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+
+
+def setting_fields(config_class=TrainConfig):
+  """The fields of `config_class` that are settings (a flag each), not
+  values resolved at run time."""
+  return tuple(f for f in dataclasses.fields(config_class)
+               if not f.metadata.get('derived'))
+
+
+def hparams(config: TrainConfig) -> Dict[str, Any]:
+  """The run's settings by name, as hparams.json records them."""
+  return {f.name: getattr(config, f.name) for f in setting_fields()}
+
+
+def resumable_fields():
+  """Names of the settings a resumed run may change."""
+  return tuple(f.name for f in setting_fields()
+               if f.metadata.get('resumable'))
+
+
+def default_enum_values() -> Dict[str, Any]:
+  """Allowed values of TrainConfig's enum fields, from their modules."""
+  return dict(aggregator=registry.names(),
+              participation=participation_lib.MODELS,
+              shortfall=participation_lib.SHORTFALL_POLICIES,
+              blt_error=blt_optimizer.ERRORS,
+              on_worker_failure=workers.FAILURE_POLICIES)
+
+
+def define_flags(flag_values=None, config_class=TrainConfig, *,
+                 enum_values: Optional[Dict[str, Any]] = None,
+                 only: Optional[Sequence[str]] = None,
+                 defaults: Optional[Dict[str, Any]] = None):
+  """Defines one absl flag per config field; returns {name: FlagHolder}.
+
+  Args:
+    flag_values: the absl FlagValues to define them in (default FLAGS).
+    config_class: the dataclass whose fields become flags.
+    enum_values: allowed values of the fields declared with
+      flag_type='enum' (default: `default_enum_values()`).
+    only: define flags for these fields only (the others keep their
+      defaults in `from_flags`).
+    defaults: other defaults by field, for a binary where the setting means
+      something else when unset (the accountant: None, "not given").
+  """
+  flag_values = flags.FLAGS if flag_values is None else flag_values
+  if enum_values is None:
+    enum_values = default_enum_values()
+  holders = {}
+  for field in setting_fields(config_class):
+    if only is not None and field.name not in only:
+      continue
+    help_text = field.metadata.get('help', field.name)
+    default = (defaults or {}).get(field.name, field.default)
+    args = (field.name, default, help_text)
+    kind = field.metadata.get('flag_type')
+    if kind == 'enum':
+      holder = flags.DEFINE_enum(field.name, default,
+                                 list(enum_values[field.name]), help_text,
+                                 flag_values=flag_values)
+    elif field.type is bool:
+      holder = flags.DEFINE_bool(*args, flag_values=flag_values)
+    elif field.type in (int, Optional[int]):
+      holder = flags.DEFINE_integer(*args, flag_values=flag_values)
+    elif field.type in (float, Optional[float]):
+      holder = flags.DEFINE_float(*args, flag_values=flag_values)
+    else:
+      holder = flags.DEFINE_string(*args, flag_values=flag_values)
+    holders[field.name] = holder
+  return holders
+
+
+def from_flags(holders, config_class=TrainConfig):
+  """The config built from the holders `define_flags` returned."""
+  values = {name: holder.value for name, holder in holders.items()}
+  return config_class(**values)
+
+
+def estimate_memory_bytes(config: TrainConfig) -> int:
+  """A rough upper estimate of a run's peak memory, before building anything.
+
+  Model-size copies: the server model, momentum, the clients' models,
+  gradients and deltas being summed, TFF's serialized state and, for
+  DP-FTRL, one tree node per level (log2 T + 2); plus the logits of a
+  training batch (forward and backward) and of an evaluation batch.
+  """
+  # TensorFlow (through models) only when a binary estimates memory.
+  from dpftrl_tff import models  # pylint: disable=g-import-not-at-top
+  params = models.count_parameters(
+      config.vocab_size, latent_size=config.latent_size,
+      embedding_size=config.embedding_size,
+      shared_embedding=config.shared_embedding)
+  copies = 16 + math.log2(max(2, config.total_rounds)) + 2
+  num_ids = models.extended_vocab_size(config.vocab_size)
+  logits = config.sequence_length * num_ids * (
+      6 * config.client_batch_size + 2 * 256)
+  return int(4 * (params * copies + logits))

@@ -1,0 +1,112 @@
+"""Next-word loss and in-vocab accuracy (top-1 and top-3).
+
+In-vocab accuracy is top-1 accuracy over the target tokens that are real
+vocabulary words: pad, OOV and EOS targets are excluded (BOS is never a
+target), the metric of Reddi et al. 2020 and Kairouz et al. 2021. Top-3
+in-vocab accuracy counts a target as right when it is among the model's
+three highest logits (a keyboard's three suggestions), over the same
+targets. The loss is the mean cross-entropy over non-pad targets.
+"""
+
+import tensorflow as tf
+
+from dpftrl_tff.data import stackoverflow
+
+
+@tf.keras.utils.register_keras_serializable(package='dpftrl_tff')
+class MaskedCrossEntropy(tf.keras.losses.Loss):
+  """Mean sparse cross-entropy over non-pad targets."""
+
+  def __init__(self, name='masked_cross_entropy', **kwargs):
+    kwargs.setdefault('reduction', tf.keras.losses.Reduction.NONE)
+    super().__init__(name=name, **kwargs)
+
+  def call(self, y_true, y_pred):
+    y_true = tf.cast(y_true, tf.int64)
+    per_token = tf.keras.losses.sparse_categorical_crossentropy(
+        y_true, y_pred, from_logits=True)
+    mask = tf.cast(tf.not_equal(y_true, 0), per_token.dtype)
+    return tf.math.divide_no_nan(tf.reduce_sum(per_token * mask),
+                                 tf.reduce_sum(mask))
+
+  def __call__(self, y_true, y_pred, sample_weight=None):
+    del sample_weight
+    return self.call(y_true, y_pred)
+
+
+@tf.keras.utils.register_keras_serializable(package='dpftrl_tff')
+class InVocabAccuracy(tf.keras.metrics.Mean):
+  """Top-k accuracy (default top-1) excluding pad, OOV and EOS targets.
+
+  Top-1 is the argmax; top-k (k > 1) counts the target when it is among the
+  k highest logits (`tf.math.top_k`, ties to the lower id as argmax).
+  """
+
+  def __init__(self, vocab_size: int, name=None, k: int = 1, **kwargs):
+    if name is None:
+      name = 'in_vocab_accuracy' if k == 1 else f'in_vocab_top{k}_accuracy'
+    super().__init__(name=name, **kwargs)
+    self.vocab_size = vocab_size
+    self.k = int(k)
+    pad, oov, _, eos = stackoverflow.special_ids(vocab_size)
+    self._excluded = (pad, oov, eos)
+
+  def update_state(self, y_true, y_pred, sample_weight=None):
+    del sample_weight
+    y_true = tf.cast(y_true, tf.int64)
+    mask = tf.ones_like(y_true, dtype=tf.bool)
+    for token in self._excluded:
+      mask = tf.logical_and(mask, tf.not_equal(y_true, token))
+    if self.k == 1:
+      predicted = tf.argmax(y_pred, axis=-1, output_type=tf.int64)
+      correct = tf.cast(tf.equal(y_true, predicted), tf.float32)
+    else:
+      top = tf.cast(tf.math.top_k(y_pred, self.k).indices, tf.int64)
+      correct = tf.cast(tf.reduce_any(tf.equal(top, y_true[..., None]),
+                                      axis=-1), tf.float32)
+    return super().update_state(tf.boolean_mask(correct, mask))
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(vocab_size=self.vocab_size, k=self.k)
+    return config
+
+
+@tf.keras.utils.register_keras_serializable(package='dpftrl_tff')
+class NumTokens(tf.keras.metrics.Sum):
+  """Number of non-pad target tokens."""
+
+  def __init__(self, name='num_tokens', **kwargs):
+    super().__init__(name=name, **kwargs)
+
+  def update_state(self, y_true, y_pred, sample_weight=None):
+    del y_pred, sample_weight
+    return super().update_state(
+        tf.reduce_sum(tf.cast(tf.not_equal(y_true, 0), tf.float32)))
+
+
+class NumClients(tf.keras.metrics.Metric):
+  """1 on a client that trained; summed by TFF, the round's finite clients.
+
+  TFF resets the metrics of a client whose update is not finite
+  (`model_delta_client_work`), so the sum over the cohort counts the
+  clients whose update was kept (`divergence.nonfinite_clients`).
+  """
+
+  def __init__(self, name='num_clients', **kwargs):
+    super().__init__(name=name, **kwargs)
+    self.count = self.add_weight(name='count', initializer='zeros')
+
+  def update_state(self, y_true, y_pred, sample_weight=None):
+    del y_true, y_pred, sample_weight
+    return self.count.assign(1.0)
+
+  def result(self):
+    return tf.identity(self.count)
+
+  def reset_state(self):
+    self.count.assign(0.0)
+
+
+def build_metrics(vocab_size: int):
+  return [InVocabAccuracy(vocab_size), NumTokens(), NumClients()]

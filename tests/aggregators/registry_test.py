@@ -1,0 +1,205 @@
+"""Tests of the mechanism registry, the config declaration and noise seeds."""
+
+import dataclasses
+import os
+import re
+
+from absl import flags
+from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from dpftrl_tff import accounting
+from dpftrl_tff.run import config as config_lib
+from dpftrl_tff import models
+from dpftrl_tff.privacy import planned_privacy
+from dpftrl_tff.privacy import run_privacy
+from dpftrl_tff.aggregators import dp_ftrl
+from dpftrl_tff.aggregators import registry
+from tests import fixtures
+
+
+def _config(**overrides):
+  values = dict(clients_per_round=10, noise_multiplier=1.0, clip_norm=0.5)
+  if overrides.get('aggregator') == 'dp_ftrl_adaptive':
+    values['clipped_count_stddev'] = 1.0   # Algorithm 1's flags: its own.
+  return config_lib.TrainConfig(**dict(values, **overrides))
+
+
+class RegistryTest(parameterized.TestCase):
+
+  def test_names_and_unknown(self):
+    self.assertEqual(registry.names(),
+                     ('none', 'dp_ftrl', 'dp_ftrl_adaptive', 'dp_ftrl_blt'))
+    with self.assertRaisesRegex(ValueError, "--aggregator='dp_sgd' is "
+                                'unknown; allowed: none, dp_ftrl'):
+      registry.get('dp_sgd')
+
+  @parameterized.named_parameters(
+      ('none_with_noise', dict(aggregator='none'), '--noise_multiplier=1.0 '
+       'has no effect'),
+      ('none_negative_noise', dict(aggregator='none', noise_multiplier=-5.0),
+       '--noise_multiplier must be >= 0'),
+      ('dp_negative_noise', dict(noise_multiplier=-1.0),
+       '--noise_multiplier'),
+      ('zero_clip', dict(clip_norm=0.0), '--clip_norm'),
+      ('adaptive_secagg', dict(aggregator='dp_ftrl_adaptive', secagg=True),
+       r'SecAgg \(--secagg; .*\) works with --aggregator none or dp_ftrl'),
+      ('bad_quantile', dict(aggregator='dp_ftrl_adaptive',
+                            target_unclipped_quantile=1.5),
+       '--target_unclipped_quantile'),
+      ('negative_shuffle', dict(shuffle_buffer_size=-1),
+       '--shuffle_buffer_size'),
+  )
+  def test_validation_names_the_flag(self, overrides, message):
+    with self.assertRaisesRegex(ValueError, message):
+      _config(**overrides).validate()
+
+  def test_privacy_is_the_accountants(self):
+    config = _config()
+    report = registry.get('dp_ftrl').privacy(config, 100, 3, 20)
+    self.assertEqual(report.zcdp, accounting.compute_zcdp_single_tree(
+        1.0, 100, 3, 20))
+    adaptive = registry.get('dp_ftrl_adaptive').privacy(
+        _config(aggregator='dp_ftrl_adaptive', restart_warmup=10,
+                restart_frequency=30), 100, 3, 20)
+    self.assertEqual(list(adaptive.restart_rounds), [10, 40, 70])
+    self.assertEqual(adaptive.zcdp, accounting.compute_zcdp_with_restarts(
+        1.0, 100, 3, 20, [10, 40, 70]))
+    self.assertIsNone(registry.get('none').privacy(
+        _config(aggregator='none', noise_multiplier=0.0), 100, 3, 20))
+    self.assertIsNone(registry.get('dp_ftrl').privacy(
+        _config(noise_multiplier=0.0), 100, 3, 20))
+
+  def test_initial_clip(self):
+    self.assertEqual(registry.get('dp_ftrl').initial_clip(_config()), 0.5)
+    self.assertEqual(registry.get('dp_ftrl_adaptive').initial_clip(
+        _config(aggregator='dp_ftrl_adaptive', initial_clip_norm=0.2)), 0.2)
+    self.assertIsNone(registry.get('none').initial_clip(_config()))
+
+
+class StartWarningsTest(absltest.TestCase):
+
+  def test_no_noise_or_a_fixed_seed_is_said_before_the_run(self):
+    self.assertEqual(run_privacy.start_warnings(_config()), [])
+    no_noise = run_privacy.start_warnings(_config(noise_multiplier=0.0))
+    self.assertLen(no_noise, 1)
+    self.assertIn('--aggregator=dp_ftrl with --noise_multiplier=0 clips the '
+                  'updates but adds no DP noise', no_noise[0])
+    self.assertIn('--noise_multiplier=0', run_privacy.start_warnings(
+        _config(aggregator='dp_ftrl_blt', noise_multiplier=0.0))[0])
+    # FedAvg without DP says nothing: it claims nothing.
+    self.assertEqual(run_privacy.start_warnings(
+        _config(aggregator='none', noise_multiplier=0.0)), [])
+    seeded = run_privacy.start_warnings(_config(noise_seed=3))
+    self.assertEqual(len(seeded), 1)
+    self.assertIn('--noise_seed=3 fixes the DP noise', seeded[0])
+
+
+class NoiseSeedTest(absltest.TestCase):
+
+  def test_default_seed_comes_from_the_os_and_differs(self):
+    specs = tf.TensorSpec([3], tf.float32)
+    seeds = []
+    for _ in range(2):
+      factory = dp_ftrl.build_dp_ftrl_factory(
+          noise_multiplier=1.0, clients_per_round=2, clip_norm=1.0,
+          record_specs=specs)
+      process = factory.create(tff.TensorType(np.float32, [3]))
+      state = process.initialize()
+      # The noise generator's seeds: the int64 pair in the query state.
+      pairs = [np.asarray(x).tolist() for x in tf.nest.flatten(state)
+               if np.asarray(x).dtype == np.int64 and np.shape(x) == (2,)]
+      self.assertLen(pairs, 1)
+      seeds.append(pairs[0])
+    self.assertNotEqual(seeds[0], seeds[1])
+    # Not TF Privacy's time-derived seed (microseconds since the epoch).
+    now_us = tf.timestamp().numpy() * 1e6
+    self.assertGreater(abs(seeds[0][0] - now_us), 1e12)
+
+  def test_fixed_seed_is_reproducible(self):
+    self.assertEqual(dp_ftrl.resolve_noise_seed(7), 7)
+    self.assertNotEqual(dp_ftrl.resolve_noise_seed(None),
+                        dp_ftrl.resolve_noise_seed(None))
+
+
+class ConfigTest(absltest.TestCase):
+
+  def test_flags_come_from_the_config(self):
+    values = flags.FlagValues()
+    holders = config_lib.define_flags(values)
+    self.assertEqual(set(holders),
+                     {f.name for f in dataclasses.fields(
+                         config_lib.TrainConfig)} - {'resolved_blt'})
+    values(['prog', '--total_rounds=7', '--nosecagg', '--noise_seed=3',
+            '--aggregator=none'])
+    config = config_lib.from_flags(holders)
+    self.assertEqual((config.total_rounds, config.secagg, config.noise_seed,
+                      config.aggregator), (7, False, 3, 'none'))
+    self.assertEqual(config.client_lr, config_lib.TrainConfig().client_lr)
+
+  def test_parameter_count_without_building(self):
+    for kwargs in (dict(vocab_size=10000), dict(vocab_size=50, latent_size=7,
+                                                embedding_size=3),
+                   dict(vocab_size=50, shared_embedding=True)):
+      with self.subTest(**kwargs):
+        vocab = kwargs.pop('vocab_size')
+        self.assertEqual(
+            models.count_parameters(vocab, **kwargs),
+            models.create_cifg_lm(vocab, **kwargs).count_params())
+
+
+
+class OnePlaceTest(parameterized.TestCase):
+  """What the issue "Every privacy claim from one place" asks, as source
+  scans that fail when a second place appears."""
+
+  def _sources(self):
+    for top in ('dpftrl_tff', 'experiments', 'benchmarks'):
+      for folder, _, files in os.walk(os.path.join(fixtures.ROOT, top)):
+        for name in files:
+          if name.endswith('.py'):
+            path = os.path.join(folder, name)
+            with open(path, encoding='utf-8') as f:
+              yield os.path.relpath(path, fixtures.ROOT), f.read()
+
+  def test_nothing_outside_the_mechanisms_branches_on_their_names(self):
+    names = '|'.join(registry.names())
+    dp_names = '|'.join(registry.accounted())   # 'none' is a common word.
+    branch = re.compile(rf"[=!]=\s*'({names})'|\{{'({dp_names})':|"
+                        rf"in \(('({names})',\s*)+")
+    found = [path for path, text in self._sources()
+             if branch.search(text) and
+             not path.startswith(os.path.join('dpftrl_tff', 'aggregators',
+                                              'mechanisms'))]
+    self.assertEqual(found, [])
+
+  def test_noise_multiplier_is_checked_in_one_place(self):
+    found = [path for path, text in self._sources()
+             if "'--noise_multiplier must" in text
+             or "f'--noise_multiplier must" in text]
+    self.assertEqual(found, [os.path.join('dpftrl_tff', 'checks.py')])
+
+  @parameterized.parameters(-1.0, float('nan'), float('inf'), True)
+  def test_one_message_for_a_bad_noise_multiplier(self, z):
+    messages = set()
+    for call in (
+        lambda: config_lib.TrainConfig(aggregator='dp_ftrl',
+                                       noise_multiplier=z),
+        lambda: config_lib.TrainConfig(aggregator='dp_ftrl_adaptive',
+                                       noise_multiplier=z),
+        lambda: config_lib.TrainConfig(aggregator='dp_ftrl_blt',
+                                       noise_multiplier=z),
+        lambda: planned_privacy.build_report(rounds=10, noise_multiplier=z)):
+      with self.assertRaises(ValueError) as e:
+        call()
+      messages.add(str(e.exception).split(';')[0])
+    self.assertLen(messages, 2, messages)   # >= 0 in training, > 0 here.
+    for message in messages:
+      self.assertRegex(message, r'^--noise_multiplier must be >?=? ?0')
+
+
+if __name__ == '__main__':
+  absltest.main()

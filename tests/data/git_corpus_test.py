@@ -1,0 +1,260 @@
+"""Tests of the git-history corpus (experiments.build_git_corpus)."""
+
+import os
+import sqlite3
+import subprocess
+import tempfile
+
+from absl.testing import absltest
+import tensorflow as tf
+
+from dpftrl_tff.data import stackoverflow
+from dpftrl_tff.data import git_corpus
+from dpftrl_tff.data import git_text
+from dpftrl_tff.data import public_corpus
+from dpftrl_tff import strict_json
+from tests import fixtures
+
+_AUTHORS = [(f'Author {i}', f'author{i}@example.org') for i in range(12)]
+
+_MESSAGE = """area: fix the frobnicator for author {i}
+
+The frobnicator broke when the widget was empty. This fixes it for
+the common case, and keeps the old behaviour otherwise.
+
+    $ git frob --now
+    error: secret-code-line-{i}
+
+diff --git a/frob.c b/frob.c
+--- a/frob.c
++++ b/frob.c
+@@ -1 +1 @@
+-old diff line {i}
++new diff line {i}
+
+See https://example.org/bug/{i} for the report by {email}.
+
+Reported-by: Someone Else <reporter{i}@example.org>
+Signed-off-by: {name} <{email}>
+"""
+
+
+def _git(repo, *args, env=None):
+  subprocess.run(['git', '-C', repo, *args], check=True, capture_output=True,
+                 env=env)
+
+
+def make_repo(num_commits_per_author=6) -> str:
+  repo = tempfile.mkdtemp()
+  _git(repo, 'init', '-q')
+  for k in range(num_commits_per_author):
+    for i, (name, email) in enumerate(_AUTHORS):
+      env = dict(os.environ, GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email,
+                 GIT_COMMITTER_NAME=name, GIT_COMMITTER_EMAIL=email,
+                 GIT_AUTHOR_DATE=f'2020-01-{1 + k:02d}T{i:02d}:00:00+00:00',
+                 GIT_COMMITTER_DATE=f'2020-01-{1 + k:02d}T{i:02d}:00:00+00:00')
+      _git(repo, 'commit', '-q', '--allow-empty', '-m',
+           _MESSAGE.format(i=i, name=name, email=email) + f'\nround {k}',
+           env=env)
+  return repo
+
+
+def _dump(cache_dir):
+  con = sqlite3.connect(stackoverflow.database_path(cache_dir))
+  try:
+    return (con.execute('SELECT * FROM examples ORDER BY rowid').fetchall(),
+            con.execute('SELECT * FROM client_metadata ORDER BY rowid'
+                        ).fetchall())
+  finally:
+    con.close()
+
+
+class MessageTest(absltest.TestCase):
+
+  def test_trailers_diffs_code_urls_and_emails_are_dropped(self):
+    sentences = git_text.message_sentences(_MESSAGE.format(
+        i=3, name='Author 3', email='author3@example.org'))
+    self.assertEqual(sentences, [
+        'area : fix the frobnicator for author 3',
+        'the frobnicator broke when the widget was empty .',
+        'this fixes it for the common case , and keeps the old behaviour '
+        'otherwise .',
+        'see for the report by .'])
+
+  def test_merges_are_dropped_and_bullets_split(self):
+    self.assertEqual(git_text.message_sentences(
+        "Merge branch 'topic' into next\n\n* topic:\n  foo"), [])
+    self.assertEqual(git_text.message_sentences(
+        'doc: two items\n\n * first item,\n   wrapped\n * second one'),
+                     ['doc : two items', 'first item , wrapped',
+                      'second one'])
+
+  def test_tokens_are_stackoverflow_style(self):
+    self.assertEqual(git_text.tokenize("Don't call foo.c's frob() now!"),
+                     ['do', "n't", 'call', 'foo.c', "'s", 'frob', '(', ')',
+                      'now', '!'])
+
+  def test_documents_drop_markup_and_blocks(self):
+    text = ('= Title of the page\n:toc:\n\nSome prose here, and more.\n'
+            '----\n$ code block line\n----\n[verse]\n'
+            'Another sentence with `git log` here.\n\n    indented code\n')
+    self.assertEqual(git_text.document_sentences(text), [
+        'title of the page', 'some prose here , and more .',
+        'another sentence with git log here .'])
+
+
+class BuildTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.repo = make_repo()
+
+  def _build_here(self, **settings):
+    """The corpus built in this process (as the binary does)."""
+    out = tempfile.mkdtemp()
+    git_corpus.build(out, git_corpus.read_git_log(self.repo),
+                     git_corpus.BuildSettings(heldout_fraction=0.2,
+                                              test_fraction=0.2, **settings))
+    return out
+
+  def _build(self, seed=0, **kwargs):
+    out = tempfile.mkdtemp()
+    proc = fixtures.run_module(
+        'experiments.build_git_corpus', f'--git_repo={self.repo}',
+        f'--output_dir={out}', f'--seed={seed}', '--heldout_fraction=0.2',
+        '--test_fraction=0.2', *[f'--{k}={v}' for k, v in kwargs.items()])
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    return out, proc.stdout
+
+  def test_git_repo_loads_through_tff_and_is_deterministic(self):
+    out, stdout = self._build(seed=4)
+    self.assertIn('train', stdout)
+    self.assertIn('clients', stdout)
+    self.assertIn('cover', stdout)
+    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    train, heldout, test = tff.simulation.datasets.stackoverflow.load_data(
+        cache_dir=out)
+    self.assertEqual((len(train.client_ids), len(heldout.client_ids),
+                      len(test.client_ids)), (8, 2, 2))
+    tokens = [ex['tokens'].numpy().decode() for ex in
+              train.create_tf_dataset_for_client(train.client_ids[0])]
+    self.assertLen(tokens, 6 * 5)   # 5 sentences in each of 6 commits.
+    self.assertIn('the frobnicator broke when the widget was empty .',
+                  tokens)
+    # Word counts: the train split's, most frequent first.
+    vocab = stackoverflow.load_vocab(out, 5)
+    self.assertEqual(vocab[0], 'the')
+    # The same seed gives the same database; another seed other splits.
+    again = self._build_here(seed=4)   # Another salt, the same database.
+    self.assertEqual(_dump(out), _dump(again))
+    other = self._build_here(seed=5)
+    self.assertNotEqual(_dump(out)[0], _dump(other)[0])
+    # No identity, no dropped text anywhere in the output.
+    blobs = open(stackoverflow.database_path(out), 'rb').read()
+    blobs += open(os.path.join(out, stackoverflow.WORD_COUNTS_NAME), 'rb').read()
+    blobs += open(os.path.join(out, 'corpus.json'), 'rb').read()
+    for name, email in _AUTHORS:
+      self.assertNotIn(email.encode(), blobs)
+      self.assertNotIn(email.split('@')[0].encode(), blobs)
+    for dropped in (b'secret-code-line', b'diff line', b'example.org',
+                    b'reporter', b'signed-off-by'):
+      self.assertNotIn(dropped, blobs.lower())
+    strict_json.load(os.path.join(out, 'corpus.json'))
+
+  def test_date_split_trains_on_the_oldest_authors(self):
+    rows = _dump(self._build_here(split='date'))[1]
+    # Client ids follow the first commit; date split: oldest train.
+    self.assertEqual([r[1] for r in rows], ['train'] * 8 + ['heldout'] * 2 +
+                     ['test'] * 2)
+
+  def test_messages_in_other_encodings_are_text(self):
+    repo = tempfile.mkdtemp()
+    _git(repo, 'init', '-q')
+    env = dict(os.environ, GIT_AUTHOR_NAME='A', GIT_AUTHOR_EMAIL='a@x.org',
+               GIT_COMMITTER_NAME='A', GIT_COMMITTER_EMAIL='a@x.org')
+    message = os.path.join(tempfile.mkdtemp(), 'message')
+    # A Latin-1 repository (its messages recorded as Latin-1, and git log
+    # asked to print Latin-1 by the repository's own configuration), then a
+    # Latin-1 message stored as if it were UTF-8 (no encoding header).
+    _git(repo, 'config', 'i18n.commitEncoding', 'ISO-8859-1')
+    _git(repo, 'config', 'i18n.logOutputEncoding', 'ISO-8859-1')
+    for text in ('Corrige le caf\u00e9 de la f\u00eate',
+                 'Na\u00efve d\u00e9j\u00e0 vu'):
+      with open(message, 'wb') as f:
+        f.write(text.encode('latin-1'))
+      _git(repo, 'commit', '-q', '--allow-empty', '-F', message, env=env)
+      _git(repo, 'config', 'i18n.commitEncoding', 'UTF-8')
+    messages = sorted(c.message.strip()
+                      for c in git_corpus.read_git_log(repo))
+    self.assertEqual(messages, ['Corrige le caf\u00e9 de la f\u00eate',
+                                'Na\u00efve d\u00e9j\u00e0 vu'])
+
+  def test_bad_inputs_are_one_line(self):
+    not_repo = tempfile.mkdtemp()
+    empty_repo = tempfile.mkdtemp()
+    _git(empty_repo, 'init', '-q')
+    bad_jsonl = os.path.join(tempfile.mkdtemp(), 'c.jsonl')
+    with open(bad_jsonl, 'w') as f:
+      f.write('{"author": "a", "date": "2020-01-01", "message": "x y"}\n'
+              '{"author": 3}\n')
+    settings = git_corpus.BuildSettings
+    for build, expected in (
+        (lambda: list(git_corpus.read_git_log(not_repo)),
+         'not a git repository'),
+        (lambda: list(git_corpus.read_git_log(empty_repo)), 'no commits'),
+        (lambda: list(git_corpus.read_commits_jsonl(bad_jsonl)),
+         'line 2: no string field'),
+        (lambda: self._build_here(min_examples_per_client=1000), 'too few'),
+        (lambda: settings(heldout_fraction=0.9).validate(),
+         '--heldout_fraction'),
+        (lambda: settings(split='time').validate(), '--split')):
+      with self.assertRaisesRegex(ValueError, expected):
+        build()
+    # The binary turns them into one line (the error, no traceback).
+    cases = (([f'--git_repo={not_repo}'], 'not a git repository'),
+             ([], 'exactly one of --git_repo and --commits_jsonl'))
+    procs = fixtures.run_module_cases(
+        'experiments.build_git_corpus',
+        [[f'--output_dir={tempfile.mkdtemp()}', *args] for args, _ in cases])
+    for (args, expected), proc in zip(cases, procs):
+      self.assertEqual(proc.returncode, 2, (args, proc.stderr[-2000:]))
+      self.assertIn(expected, proc.stderr)
+      self.assertNotIn('Traceback', proc.stderr)
+      self.assertLen(fixtures.own_lines(proc.stderr), 1, proc.stderr)
+
+
+class JsonlAndPublicTextTest(absltest.TestCase):
+
+  def test_jsonl_export_and_docs_become_corpus_and_public_text(self):
+    folder = tempfile.mkdtemp()
+    commits = fixtures.write_jsonl(os.path.join(folder, 'commits.jsonl'), [
+        dict(commit=f'{k}{i}', author=f'hash{i}', date=f'2021-02-0{1 + k}',
+             message=f'topic{i}: change number {k}\n\nIt does {k} things '
+             f'well. Signed-off-by: x\n')
+        for k in range(6) for i in range(10)])
+    docs = fixtures.write_jsonl(os.path.join(folder, 'docs.jsonl'), [
+        dict(path=f'doc{d}.adoc', text=(
+            f'= Document {d}\n\nThis is public prose number {d}. '
+            'It talks about many things at length.\n') * 5)
+        for d in range(5)])
+    out = os.path.join(folder, 'corpus')
+    stats = git_corpus.build(
+        out, git_corpus.read_commits_jsonl(commits),
+        git_corpus.BuildSettings(heldout_fraction=0.2, test_fraction=0.2),
+        documents=git_corpus.read_docs_jsonl(docs))
+    self.assertEqual(stats['splits']['train']['clients'], 6)
+    self.assertEqual(stats['public_text']['files'], 5)
+    stackoverflow.check_database(out)
+    # The public text reads back through the project's TFDS builder,
+    # tokenized as the federated data (punctuation kept as tokens).
+    builder = public_corpus.public_text_builder(out)
+    got = [s.numpy().decode() for s in public_corpus.sentences(builder)]
+    self.assertIn('this is public prose number 0 .', got)
+    self.assertEqual(len(got) + len(list(public_corpus.sentences(
+        builder, 'validation'))), stats['public_text']['sentences'])
+    tf.debugging.assert_equal(len(got) > 0, True)
+
+
+if __name__ == '__main__':
+  absltest.main()

@@ -1,0 +1,134 @@
+"""A mechanism's combination of settings: one verdict, one line, everywhere.
+
+Each row of the table is run through every entry point that takes it:
+training's settings (`TrainConfig`, what run_stackoverflow, the sweeps and
+audit_mechanism make from their flags), the accountant's
+(`planned_privacy.build_report`, what privacy_accountant calls) and the
+binaries themselves for a few rows. Each accepts the row, or refuses it with
+the same message.
+"""
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from dpftrl_tff.run import config as config_lib
+from dpftrl_tff.privacy import planned_privacy
+from tests import fixtures
+
+_SECAGG = dict(secagg_scale=1000.0, clip_norm=5.0)
+
+# (name, aggregator, mechanism settings, the refusal's message or None).
+TABLE = (
+    ('tree', 'dp_ftrl', {}, None),
+    ('tree_secagg', 'dp_ftrl', _SECAGG, None),
+    ('adaptive', 'dp_ftrl_adaptive', dict(clipped_count_stddev=5.0), None),
+    ('adaptive_restarts', 'dp_ftrl_adaptive',
+     dict(restart_warmup=40, restart_frequency=100), None),
+    ('blt', 'dp_ftrl_blt', {}, None),
+    ('blt_secagg', 'dp_ftrl_blt', _SECAGG, None),
+    ('tree_sigma_b', 'dp_ftrl', dict(clipped_count_stddev=1.0),
+     '--clipped_count_stddev=1.0 applies only with '
+     '--aggregator=dp_ftrl_adaptive, not dp_ftrl.'),
+    ('tree_warmup', 'dp_ftrl', dict(restart_warmup=5),
+     '--restart_warmup=5 applies only with --aggregator=dp_ftrl_adaptive, '
+     'not dp_ftrl.'),
+    ('blt_sigma_b', 'dp_ftrl_blt', dict(clipped_count_stddev=1.0),
+     '--clipped_count_stddev=1.0 applies only with '
+     '--aggregator=dp_ftrl_adaptive, not dp_ftrl_blt.'),
+    ('blt_two_adaptive_flags', 'dp_ftrl_blt',
+     dict(restart_warmup=5, restart_frequency=50),
+     '--restart_warmup=5, --restart_frequency=50 apply only with '
+     '--aggregator=dp_ftrl_adaptive, not dp_ftrl_blt.'),
+    ('adaptive_secagg', 'dp_ftrl_adaptive',
+     dict(_SECAGG, clipped_count_stddev=5.0),
+     "SecAgg (--secagg; the accountant's --secagg_scale) works with "
+     '--aggregator none or dp_ftrl or dp_ftrl_blt, not dp_ftrl_adaptive.'),
+    ('adaptive_warmup_not_below_frequency', 'dp_ftrl_adaptive',
+     dict(restart_warmup=5, restart_frequency=5, clipped_count_stddev=5.0),
+     '--restart_warmup'),
+    ('adaptive_no_z_delta', 'dp_ftrl_adaptive',
+     dict(clipped_count_stddev=1.0), '--clipped_count_stddev'),
+)
+
+_ROUNDS, _REPORT_GOAL, _Z = 300, 100, 3.0
+
+
+def _verdict(call):
+  try:
+    call()
+  except ValueError as e:
+    return str(e)
+  return None
+
+
+def training_verdict(aggregator, settings):
+  secagg = {'secagg': True} if 'secagg_scale' in settings else {}
+  return _verdict(lambda: config_lib.TrainConfig(
+      aggregator=aggregator, noise_multiplier=_Z, total_rounds=_ROUNDS,
+      clients_per_round=_REPORT_GOAL, **secagg, **settings))
+
+
+def accountant_verdict(aggregator, settings):
+  settings = dict(settings)
+  if 'secagg_scale' in settings:
+    settings['model_dim'] = 10000
+  return _verdict(lambda: planned_privacy.build_report(
+      rounds=_ROUNDS, noise_multiplier=_Z, report_goal=_REPORT_GOAL,
+      population=10 * _REPORT_GOAL, aggregator=aggregator, **settings))
+
+
+def _flags(settings):
+  return [f'--{k}={v}' for k, v in settings.items()]
+
+
+class CombinationsTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(*TABLE)
+  def test_every_entry_point_agrees(self, aggregator, settings, refusal):
+    verdicts = {'training': training_verdict(aggregator, settings),
+                'accountant': accountant_verdict(aggregator, settings)}
+    for entry, verdict in verdicts.items():
+      if refusal is None:
+        self.assertIsNone(verdict, entry)
+      else:
+        self.assertIsNotNone(verdict, f'{entry} accepted it')
+        self.assertIn(refusal, verdict, entry)
+    self.assertEqual(verdicts['training'], verdicts['accountant'])
+
+
+# Rows the binaries refuse, each binary in one process.
+_REFUSED = [row for row in TABLE if row[3] is not None][:5]
+
+
+class AccountantBinaryTest(fixtures.BadInputTest):
+  MODULE = 'experiments.privacy_accountant'
+  RETURNCODE = 2
+  CASES = tuple(
+      (name, [f'--rounds={_ROUNDS}', f'--noise_multiplier={_Z}',
+              f'--report_goal={_REPORT_GOAL}', '--model_dim=10000',
+              f'--aggregator={aggregator}'] + _flags(settings), refusal)
+      for name, aggregator, settings, refusal in _REFUSED)
+
+  @parameterized.named_parameters(*fixtures.case_parameters(CASES))
+  def test_refused_as_everywhere(self, case, expected):
+    self.check_refused(case, expected)
+
+
+class AuditBinaryTest(fixtures.BadInputTest):
+  MODULE = 'experiments.audit_mechanism'
+  RETURNCODE = 2
+  CASES = tuple(
+      (name, [f'--total_rounds={_ROUNDS}', f'--noise_multiplier={_Z}',
+              f'--clients_per_round={_REPORT_GOAL}',
+              f'--aggregator={aggregator}']
+       + (['--secagg'] if 'secagg_scale' in settings else [])
+       + _flags(settings), refusal)
+      for name, aggregator, settings, refusal in _REFUSED)
+
+  @parameterized.named_parameters(*fixtures.case_parameters(CASES))
+  def test_refused_as_everywhere(self, case, expected):
+    self.check_refused(case, expected)
+
+
+if __name__ == '__main__':
+  absltest.main()

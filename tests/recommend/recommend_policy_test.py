@@ -1,0 +1,245 @@
+"""Each practice's decision on canned results (`recommend.policy`), and the
+launch half (`recommend.launch`) against the accountant and a closed form."""
+
+import math
+from unittest import mock
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from dpftrl_tff import accounting
+from dpftrl_tff.privacy import planned_privacy
+from dpftrl_tff.recommend import launch
+from dpftrl_tff.recommend import policy
+
+
+class UtilityTargetTest(absltest.TestCase):
+
+  def test_share_of_the_no_dp_accuracy(self):
+    t = policy.utility_target(no_dp_accuracy=0.20, unigram_accuracy=0.05,
+                              fraction=0.9, margin=0.01)
+    self.assertAlmostEqual(t.value, 0.18)
+    self.assertFalse(t.given)
+    self.assertIn('the share', t.rule)
+
+  def test_never_below_the_unigram_baseline_plus_margin(self):
+    t = policy.utility_target(no_dp_accuracy=0.06, unigram_accuracy=0.05,
+                              fraction=0.9, margin=0.01)
+    self.assertAlmostEqual(t.value, 0.06)
+    self.assertIn('unigram floor', t.rule)
+
+  def test_given_target_wins(self):
+    t = policy.utility_target(no_dp_accuracy=0.2, unigram_accuracy=0.05,
+                              fraction=0.9, margin=0.01, given=0.1)
+    self.assertEqual(t.value, 0.1)
+    self.assertTrue(t.given)
+
+
+class LearningRatesTest(absltest.TestCase):
+
+  def test_most_accurate_ignoring_diverged(self):
+    rows = [dict(client_lr=0.5, server_lr=1.0, accuracy=0.10),
+            dict(client_lr=2.0, server_lr=1.0, accuracy=None),
+            dict(client_lr=1.0, server_lr=3.0, accuracy=0.12),
+            dict(client_lr=1.0, server_lr=1.0, accuracy=float('nan'))]
+    self.assertEqual(policy.best_learning_rates(rows)['server_lr'], 3.0)
+
+  def test_exploded_runs_only_when_nothing_else_learned(self):
+    rows = [dict(client_lr=2.0, server_lr=1.0, accuracy=0.16, exploded=True),
+            dict(client_lr=0.5, server_lr=1.0, accuracy=0.15)]
+    self.assertEqual(policy.best_learning_rates(rows)['client_lr'], 0.5)
+    self.assertEqual(policy.best_learning_rates(rows[:1])['client_lr'], 2.0)
+
+  def test_tie_goes_to_the_smaller_learning_rate(self):
+    rows = [dict(client_lr=1.0, server_lr=1.0, accuracy=0.1),
+            dict(client_lr=0.5, server_lr=1.0, accuracy=0.1)]
+    self.assertEqual(policy.best_learning_rates(rows)['client_lr'], 0.5)
+
+  def test_all_diverged_is_refused(self):
+    with self.assertRaisesRegex(ValueError, 'every learning-rate run'):
+      policy.best_learning_rates([dict(client_lr=1, server_lr=1,
+                                       accuracy=None)])
+
+
+class LargestNoiseTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ('monotone', [0.12, 0.11, 0.09, 0.05], 0.1, 2.0),
+      ('all_meet', [0.12, 0.11, 0.105], 0.1, 4.0),
+      ('none_meets', [0.09, 0.08], 0.1, None),
+      # A noisy evaluation above the target after a miss does not count.
+      ('not_after_a_miss', [0.12, 0.09, 0.11], 0.1, 1.0),
+      ('diverged_stops', [0.12, None, 0.11], 0.1, 1.0))
+  def test_largest_z_meeting_the_target(self, accuracies, target, expected):
+    rows = [dict(noise_multiplier=z, accuracy=a)
+            for z, a in zip([1.0, 2.0, 4.0, 8.0], accuracies)]
+    chosen = policy.largest_noise(list(reversed(rows)), target)
+    self.assertEqual(None if chosen is None else chosen['noise_multiplier'],
+                     expected)
+
+  def test_noise_grid(self):
+    self.assertEqual(policy.noise_grid(0.013127, (1, 2, 4)),
+                     [0.01313, 0.02625, 0.05251])
+
+
+class ReportGoalTest(absltest.TestCase):
+  # A canned privacy: rho = 100 / (m z^2), so z = sqrt(100 / (m rho)).
+
+  def _choose(self, noise_per_client, target):
+    return policy.report_goal(
+        noise_per_client=noise_per_client, candidates=[100, 1000, 400],
+        zcdp_of=lambda m, z: 100 / (m * z * z),
+        noise_for=lambda m, rho: math.sqrt(100 / (m * rho)),
+        target_zcdp=target)
+
+  def test_smallest_report_goal_meeting_the_target(self):
+    # z = 0.01 m: rho = 1e6 / m^3; 1e6 / 400^3 = 0.0156 <= 0.02.
+    choice = self._choose(0.01, 0.02)
+    self.assertEqual((choice.report_goal, choice.capped), (400, False))
+    self.assertAlmostEqual(choice.noise_multiplier, 4.0)
+    self.assertLessEqual(choice.zcdp, 0.02)
+
+  def test_capped_report_goal_raises_the_noise(self):
+    choice = self._choose(0.01, 1e-4)   # 1e6 / 1000^3 = 1e-3 > 1e-4.
+    self.assertEqual((choice.report_goal, choice.capped), (1000, True))
+    self.assertAlmostEqual(choice.zcdp, 1e-4)
+    self.assertGreater(choice.noise_multiplier / 1000, 0.01)
+    self.assertIn('capped', choice.reason)
+
+
+class TimerTest(absltest.TestCase):
+
+  def _sim(self, hours, min_sep, cap=100):
+    return dict(timer_hours=hours, observed_min_separation=min_sep,
+                population_min_separation=cap)
+
+  def test_shortest_timer_near_the_cap(self):
+    sims = [self._sim(72, 99), self._sim(24, 40), self._sim(48, 92)]
+    self.assertEqual(policy.timer(sims)['timer_hours'], 48)
+
+  def test_largest_min_sep_when_none_is_near(self):
+    sims = [self._sim(24, 40), self._sim(48, 60), self._sim(72, 60)]
+    self.assertEqual(policy.timer(sims)['timer_hours'], 48)
+
+
+class LaunchTest(absltest.TestCase):
+
+  def test_ideal_participation_is_the_population_cap(self):
+    part = launch.ideal_participation(4_210_000, 2000, 6500)
+    self.assertEqual(part, dict(min_separation=646, max_participation=4))
+    # MaxP by brute force: rounds 0, 647, 1294, 1941 fit in 2000.
+    self.assertEqual(len(range(0, 2000, 647)), 4)
+
+  def test_noise_for_target_meets_it_exactly(self):
+    rho = accounting.zcdp_for_epsilon(10, 1e-10)
+    z = launch.noise_for_target(rounds=2000, report_goal=6500,
+                                min_separation=646, max_participation=4,
+                                target_zcdp=rho, delta=1e-10)
+    report = planned_privacy.build_report(
+        rounds=2000, noise_multiplier=z, min_separation=646,
+        max_participation=4, aggregator='dp_ftrl')
+    self.assertAlmostEqual(report['zcdp'], rho, delta=1e-9 * rho)
+    self.assertAlmostEqual(report['epsilon'], 10, delta=1e-6)
+
+  def test_plan_keeps_the_simulated_noise_per_client_and_the_target(self):
+    rho = accounting.zcdp_for_epsilon(10, 1e-10)
+    per_client = 2 * launch.noise_for_target(
+        rounds=300, report_goal=2000, target_zcdp=rho, delta=1e-10,
+        **launch.ideal_participation(200_000, 300, 2000)) / 2000
+    plan = launch.plan(noise_per_client=per_client, population=200_000,
+                       rounds=300, smallest_report_goal_=20,
+                       largest_report_goal=2000, target_zcdp=rho,
+                       delta=1e-10, timer_hours=[24, 48])
+    self.assertFalse(plan.capped)
+    self.assertAlmostEqual(plan.noise_multiplier / plan.report_goal,
+                           per_client)
+    self.assertLessEqual(plan.privacy['zcdp'], rho)
+    # The accountant's own epsilon for the plan's setting.
+    report = planned_privacy.build_report(
+        rounds=300, noise_multiplier=plan.noise_multiplier,
+        min_separation=plan.min_separation,
+        max_participation=plan.max_participation,
+        report_goal=plan.report_goal, aggregator='dp_ftrl')
+    self.assertAlmostEqual(plan.privacy['epsilon'], report['epsilon'],
+                           delta=1e-6)
+
+  def test_plan_capped_raises_noise_above_the_simulated(self):
+    rho = accounting.zcdp_for_epsilon(1, 1e-10)
+    plan = launch.plan(noise_per_client=1e-4, population=200_000,
+                       rounds=300, smallest_report_goal_=20,
+                       largest_report_goal=500, target_zcdp=rho,
+                       delta=1e-10, timer_hours=[24])
+    self.assertTrue(plan.capped)
+    self.assertEqual(plan.report_goal, 500)
+    self.assertGreater(plan.noise_multiplier / 500, 1e-4)
+    self.assertAlmostEqual(plan.privacy['zcdp'], rho, delta=1e-9 * rho)
+
+  def test_bisection_finds_the_smallest_report_goal_meeting_the_target(self):
+    # A canned timer model: MinS a quarter of the cap whatever the timer.
+    rounds, population = 300, 200_000
+
+    def simulate(*, population, rounds, report_goal, model, seed, timer):
+      del model, seed
+      cap = min(population // report_goal - 1, rounds - 1)
+      min_sep = cap // 4
+      return dict(rounds=rounds, report_goal=report_goal,
+                  timer_hours=timer.timer_hours,
+                  observed_min_separation=min_sep,
+                  observed_max_participation=(rounds - 1) // (min_sep + 1)
+                  + 1, population_min_separation=cap)
+
+    rho = accounting.zcdp_for_epsilon(10, 1e-10)
+    per_client = 4 * launch.noise_for_target(
+        rounds=rounds, report_goal=2000, target_zcdp=rho, delta=1e-10,
+        **launch.ideal_participation(population, rounds, 2000)) / 2000
+
+    def meets(m):
+      sim = simulate(population=population, rounds=rounds, report_goal=m,
+                     model='timer', seed=0, timer=participation_timer(24))
+      return launch.privacy_of_simulation(sim, per_client * m,
+                                          1e-10)['zcdp'] <= rho
+
+    from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
+
+    def participation_timer(hours):
+      return participation.TimerSettings(timer_hours=hours)
+
+    candidates = launch.report_goal_candidates(20, 5000)
+    smallest = min(m for m in candidates if meets(m))
+    with mock.patch.object(launch.participation, 'simulate', simulate), \
+        mock.patch.object(launch, 'MAX_SIMULATED_REPORT_GOALS', 100):
+      plan = launch.plan(noise_per_client=per_client, population=population,
+                         rounds=rounds, smallest_report_goal_=20,
+                         largest_report_goal=5000, target_zcdp=rho,
+                         delta=1e-10, timer_hours=[24])
+    self.assertEqual(plan.report_goal, smallest)
+    self.assertFalse(plan.capped)
+    self.assertLessEqual(plan.privacy['zcdp'], rho)
+    tried = sorted({s['report_goal'] for s in plan.timer_simulations})
+    self.assertLess(len(tried), len(candidates) // 2)   # Bisected.
+    with mock.patch.object(launch.participation, 'simulate', simulate):
+      plan = launch.plan(noise_per_client=per_client, population=population,
+                         rounds=rounds, smallest_report_goal_=20,
+                         largest_report_goal=5000, target_zcdp=rho,
+                         delta=1e-10, timer_hours=[24])
+    self.assertLessEqual(
+        len({s['report_goal'] for s in plan.timer_simulations}),
+        launch.MAX_SIMULATED_REPORT_GOALS)
+    self.assertTrue(meets(plan.report_goal))
+
+  def test_auto_timers_surround_the_cap(self):
+    from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
+    # Cap floor(4.21M / 6500) - 1 = 646: 647 rounds of 5 minutes = 53.9 h.
+    self.assertEqual(
+        launch.auto_timer_hours(4_210_000, 2000, 6500,
+                                participation.TimerSettings()),
+        [27.0, 54.0, 81.0])
+
+  def test_report_goal_candidates(self):
+    goals = launch.report_goal_candidates(20, 6500)
+    self.assertEqual((goals[0], goals[-1]), (20, 6500))
+    self.assertTrue(all(b / a < 1.25 for a, b in zip(goals, goals[1:])))
+
+
+if __name__ == '__main__':
+  absltest.main()
