@@ -1,8 +1,10 @@
 """A setting declared once: its default, help text, flag kind and whether a
 resumed run may change it, as the metadata of a dataclass field.
 
-`config.TrainConfig` and the smaller groups it shares with other binaries
-(`participation.TimerSettings`) declare their fields with `setting`; a
+`config.TrainConfig` and the smaller groups it carries (each owned by the
+module it configures: `participation.TimerSettings`, and a mechanism's,
+`mechanisms.adaptive.AdaptiveSettings`, `mechanisms.blt.BLTSettings`,
+`mechanisms.base.SecAggSettings`) declare their fields with `setting`; a
 dataclass that carries a setting declared elsewhere takes it with
 `same_setting`, so a default or a help text is written once, and every
 binary's flags are generated from these declarations (`config.define_flags`).
@@ -32,3 +34,11 @@ def values_of(owner, source):
   """`owner` built from the same-named attributes of `source`."""
   return owner(**{field.name: getattr(source, field.name)
                   for field in dataclasses.fields(owner)})
+
+
+def changed(instance):
+  """'--name=value' for each field of the settings dataclass `instance` that
+  differs from its declared default, in declaration order."""
+  return [f'--{field.name}={getattr(instance, field.name)}'
+          for field in dataclasses.fields(instance)
+          if getattr(instance, field.name) != field.default]

@@ -131,7 +131,7 @@ def build_adaptive_query(*, noise_multiplier: float, clients_per_round: int,
       logged where it entered).
   """
   # Checked where the settings entered
-  # (`mechanisms.adaptive.check_adaptive_arguments`, run by
+  # (`mechanisms.adaptive.AdaptiveSettings.validate`, run by
   # config.TrainConfig); asserted here.
   dp_ftrl.assert_dp_arguments(noise_multiplier=noise_multiplier,
                               clip_norm=initial_clip_norm,

@@ -6,10 +6,10 @@ import dataclasses
 from typing import Dict, List, Optional
 
 from dpftrl_tff import accounting
-from dpftrl_tff.run import config as config_lib
 from dpftrl_tff import participation
-from dpftrl_tff.privacy import privacy_report
 from dpftrl_tff.aggregators import registry
+from dpftrl_tff.privacy import privacy_report
+from dpftrl_tff.run import config as config_lib
 
 TrainConfig = config_lib.TrainConfig
 
@@ -89,8 +89,8 @@ def launch_equivalent_privacy(config: TrainConfig,
   launch = dataclasses.replace(
       config, noise_multiplier=config.noise_multiplier * scale,
       clients_per_round=m_launch,
-      clipped_count_stddev=(None if config.clipped_count_stddev is None else
-                            config.clipped_count_stddev * scale))
+      clipped_count_stddev=config.adaptive_settings().scaled_count_stddev(
+          scale))
   launch_rounds = config.launch_rounds or rounds
   population_min_sep = accounting.max_min_separation(
       config.launch_population, m_launch)

@@ -20,15 +20,23 @@ from dpftrl_tff import participation as participation_lib
 from dpftrl_tff import settings
 from dpftrl_tff.accounting import blt_optimizer
 from dpftrl_tff.aggregators import registry
+from dpftrl_tff.aggregators.mechanisms import adaptive as adaptive_mechanism
+from dpftrl_tff.aggregators.mechanisms import base as mechanism_base
+from dpftrl_tff.aggregators.mechanisms import blt as blt_mechanism
 from dpftrl_tff.remote import workers
 
 
 _field = settings.setting
-
-
-def _timer(name: str):
-  """A timer setting, declared in participation.TimerSettings."""
-  return settings.same_setting(participation_lib.TimerSettings, name)
+_of = settings.same_setting
+# The groups of settings TrainConfig carries, each declared (default, help,
+# validation) by the module it configures; TrainConfig holds their fields
+# flat (one flag each, one hparams.json key each) and gives each group back
+# as its frozen dataclass (`adaptive_settings()`, ...), which is what the
+# mechanisms read.
+_ADAPTIVE = adaptive_mechanism.AdaptiveSettings
+_BLT = blt_mechanism.BLTSettings
+_SECAGG = mechanism_base.SecAggSettings
+_TIMER = participation_lib.TimerSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,45 +90,23 @@ class TrainConfig:
   noise_seed: Optional[int] = _field(
       None, 'Fixes the DP noise (tests and debugging only: no privacy; '
       'warns). Unset: drawn from the operating system\'s entropy.')
-  initial_clip_norm: float = _field(0.1,
-                                    'dp_ftrl_adaptive: initial clip C^0.')
-  target_unclipped_quantile: float = _field(
-      0.5, 'dp_ftrl_adaptive: target quantile gamma of unclipped updates.')
-  clip_learning_rate: float = _field(
-      0.2, 'dp_ftrl_adaptive: clip learning rate eta_gamma.')
-  clipped_count_stddev: Optional[float] = _field(
-      None, 'dp_ftrl_adaptive: noise std sigma_b of the clipped counts; '
-      'unset: clients_per_round / 20.')
-  restart_warmup: int = _field(
-      128, 'dp_ftrl_adaptive: first tree restart (new clip in force) at '
-      'this round.')
-  restart_frequency: int = _field(
-      1024, 'dp_ftrl_adaptive: then a restart every this many rounds.')
-  secagg: bool = _field(
-      False, 'SecAgg-style discretization of client updates (Algorithm 2), '
-      'with aggregator none, dp_ftrl or dp_ftrl_blt; DP noise is calibrated '
-      'to C_inflated.')
-  secagg_scale: float = _field(1024.0, 'SecAgg scale s.')
-  secagg_debug: bool = _field(
-      False, 'Also record the l2 distance between the decoded and the true '
-      'clipped sum (simulation only).')
-  blt_params: Optional[str] = _field(
-      None, 'dp_ftrl_blt: JSON file with the BLT (lists buf_decay and '
-      'output_scale, e.g. a run\'s blt.json). Unset: optimized for '
-      '--total_rounds and the planned participation.')
-  blt_num_buffers: Optional[int] = _field(
-      None, 'dp_ftrl_blt: buffers of the optimized BLT, 1 to 7. Unset: '
-      'added while the loss improves by 1%.')
-  blt_error: str = _field(
-      'max', 'dp_ftrl_blt: optimize the max or the mean squared error of '
-      'the noisy prefix sums.', flag_type='enum')
-  blt_min_separation: Optional[int] = _field(
-      None, 'dp_ftrl_blt: MinS the BLT is optimized for. Unset: the '
-      'participation model\'s guarantee (min_sep_groups) or floor(N / m) - 1 '
-      'for N training clients.')
-  blt_max_participation: Optional[int] = _field(
-      None, 'dp_ftrl_blt: MaxP the BLT is optimized for. Unset: as many as '
-      'fit in --total_rounds.')
+  # Algorithm 1's settings, declared in mechanisms.adaptive.AdaptiveSettings.
+  initial_clip_norm: float = _of(_ADAPTIVE, 'initial_clip_norm')
+  target_unclipped_quantile: float = _of(_ADAPTIVE, 'target_unclipped_quantile')
+  clip_learning_rate: float = _of(_ADAPTIVE, 'clip_learning_rate')
+  clipped_count_stddev: Optional[float] = _of(_ADAPTIVE, 'clipped_count_stddev')
+  restart_warmup: int = _of(_ADAPTIVE, 'restart_warmup')
+  restart_frequency: int = _of(_ADAPTIVE, 'restart_frequency')
+  # SecAgg's, declared in mechanisms.base.SecAggSettings.
+  secagg: bool = _of(_SECAGG, 'secagg')
+  secagg_scale: float = _of(_SECAGG, 'secagg_scale')
+  secagg_debug: bool = _of(_SECAGG, 'secagg_debug')
+  # The BLT's, declared in mechanisms.blt.BLTSettings.
+  blt_params: Optional[str] = _of(_BLT, 'blt_params')
+  blt_num_buffers: Optional[int] = _of(_BLT, 'blt_num_buffers')
+  blt_error: str = _of(_BLT, 'blt_error')
+  blt_min_separation: Optional[int] = _of(_BLT, 'blt_min_separation')
+  blt_max_participation: Optional[int] = _of(_BLT, 'blt_max_participation')
   # Participation (dpftrl_tff.participation).
   participation: str = _field(
       'uniform', 'Who takes part in each round: uniform (independent '
@@ -131,14 +117,14 @@ class TrainConfig:
       None, 'min_sep_groups: the number of groups b; unset: the largest, '
       'floor(clients / clients_per_round).')
   # The timer model's settings, declared in participation.TimerSettings.
-  timer_hours: float = _timer('timer_hours')
-  round_minutes: float = _timer('round_minutes')
-  daily_active_fraction: float = _timer('daily_active_fraction')
-  availability_hours: float = _timer('availability_hours')
-  window_start_hour: float = _timer('window_start_hour')
-  window_spread_hours: float = _timer('window_spread_hours')
-  shortfall: str = _timer('shortfall')
-  max_wait_hours: float = _timer('max_wait_hours')
+  timer_hours: float = _of(_TIMER, 'timer_hours')
+  round_minutes: float = _of(_TIMER, 'round_minutes')
+  daily_active_fraction: float = _of(_TIMER, 'daily_active_fraction')
+  availability_hours: float = _of(_TIMER, 'availability_hours')
+  window_start_hour: float = _of(_TIMER, 'window_start_hour')
+  window_spread_hours: float = _of(_TIMER, 'window_spread_hours')
+  shortfall: str = _of(_TIMER, 'shortfall')
+  max_wait_hours: float = _of(_TIMER, 'max_wait_hours')
   # Where rounds run (dpftrl_tff.remote): no part of the run's identity.
   workers: Optional[str] = _field(
       None, 'Run each round\'s cohort across these TFF workers, '
@@ -218,15 +204,6 @@ class TrainConfig:
   # read back from its blt.json.
   resolved_blt: Optional[Any] = dataclasses.field(
       default=None, metadata=dict(derived=True))
-
-  def adaptive_arguments(self) -> Dict[str, Any]:
-    """Algorithm 1's arguments, as the adaptive factory takes them."""
-    return dict(initial_clip_norm=self.initial_clip_norm,
-                target_unclipped_quantile=self.target_unclipped_quantile,
-                clip_learning_rate=self.clip_learning_rate,
-                clipped_count_stddev=self.clipped_count_stddev,
-                restart_warmup=self.restart_warmup,
-                restart_frequency=self.restart_frequency)
 
   def __post_init__(self):
     self.validate()
@@ -325,7 +302,16 @@ class TrainConfig:
                        f'only; leave out --workers.')
 
   def timer_settings(self) -> participation_lib.TimerSettings:
-    return settings.values_of(participation_lib.TimerSettings, self)
+    return settings.values_of(_TIMER, self)
+
+  def adaptive_settings(self) -> adaptive_mechanism.AdaptiveSettings:
+    return settings.values_of(_ADAPTIVE, self)
+
+  def blt_settings(self) -> blt_mechanism.BLTSettings:
+    return settings.values_of(_BLT, self)
+
+  def secagg_settings(self) -> mechanism_base.SecAggSettings:
+    return settings.values_of(_SECAGG, self)
 
   def build_sampler(self, num_clients: int):
     """The participation sampler of this run (over client indices)."""

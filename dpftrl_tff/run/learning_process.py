@@ -9,15 +9,15 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from dpftrl_tff.empirical import canaries as canaries_lib
-from dpftrl_tff.run import config as config_lib
-from dpftrl_tff.data import stackoverflow
-from dpftrl_tff.run import metrics as lm_metrics
 from dpftrl_tff import models
 from dpftrl_tff import tff_compat
-from dpftrl_tff.tff_compat import resident
 from dpftrl_tff.aggregators import registry
+from dpftrl_tff.data import stackoverflow
+from dpftrl_tff.empirical import canaries as canaries_lib
 from dpftrl_tff.remote import workers as workers_lib
+from dpftrl_tff.run import config as config_lib
+from dpftrl_tff.run import metrics as lm_metrics
+from dpftrl_tff.tff_compat import resident
 
 TrainConfig = config_lib.TrainConfig
 
@@ -70,7 +70,8 @@ def prepare_execution(config: TrainConfig):
   """The execution context `config` needs (`tff_compat`): with SecAgg, TFF's
   test context, the only one that runs secure-sum intrinsics in simulation.
   TFF's workarounds are installed by the binaries (`tff_compat.install`)."""
-  tff_compat.set_execution_context(secure_sums=config.secagg)
+  tff_compat.set_execution_context(
+      secure_sums=config.secagg_settings().secagg)
 
 
 def taking_client_ids(process, train_data, preprocess, mark=None):
@@ -113,7 +114,7 @@ def build_runner(config: TrainConfig, process, *, train_data,
         'generated data give).')
   distributed = context_lib.DistributedContext(
       workers_lib.parse_workers(config.workers), subrounds=config.subrounds,
-      secure_sums=config.secagg)
+      secure_sums=config.secagg_settings().secagg)
   rounds.check_client_data(distributed,
                            dataset_fn=train_data.serializable_dataset_fn,
                            client_id=train_data.client_ids[0],

@@ -10,11 +10,11 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from dpftrl_tff import accounting
-from dpftrl_tff.run import config as config_lib
 from dpftrl_tff.accounting import toeplitz
 from dpftrl_tff.aggregators import blt
 from dpftrl_tff.aggregators import dp_ftrl
 from dpftrl_tff.aggregators import registry
+from dpftrl_tff.run import config as config_lib
 
 _BLT = toeplitz.BLT([0.98, 0.8, 0.3], [0.05, 0.2, 0.15])
 _SPECS = (tf.TensorSpec([3], tf.float32), tf.TensorSpec([2, 2], tf.float32))
@@ -197,10 +197,10 @@ class BLTMechanismTest(parameterized.TestCase):
        r'rounds with 4 rounds between two'),
       ('error', dict(blt_error='median'), "--blt_error='median'"),
       ('other_aggregator', dict(aggregator='dp_ftrl'),
-       '--blt_num_buffers=2, --blt_min_separation=4 only apply with '
+       '--blt_num_buffers=2, --blt_min_separation=4 apply only with '
        '--aggregator=dp_ftrl_blt'),
       ('params_and_buffers', dict(blt_params='/nonexistent.json'),
-       '--blt_num_buffers, --blt_min_separation choose how the BLT is '
+       '--blt_num_buffers=2, --blt_min_separation=4 choose how the BLT is '
        'optimized'),
       ('missing_params', dict(blt_params='/nonexistent.json',
                               blt_num_buffers=None, blt_min_separation=None),

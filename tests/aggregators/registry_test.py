@@ -12,12 +12,16 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from dpftrl_tff import accounting
-from dpftrl_tff.run import config as config_lib
 from dpftrl_tff import models
-from dpftrl_tff.privacy import planned_privacy
-from dpftrl_tff.privacy import run_privacy
+from dpftrl_tff import settings as settings_lib
 from dpftrl_tff.aggregators import dp_ftrl
 from dpftrl_tff.aggregators import registry
+from dpftrl_tff.aggregators.mechanisms import adaptive as adaptive_mechanism
+from dpftrl_tff.aggregators.mechanisms import base as mechanism_base
+from dpftrl_tff.aggregators.mechanisms import blt as blt_mechanism
+from dpftrl_tff.privacy import planned_privacy
+from dpftrl_tff.privacy import run_privacy
+from dpftrl_tff.run import config as config_lib
 from tests import fixtures
 
 
@@ -181,6 +185,46 @@ class OnePlaceTest(parameterized.TestCase):
              if "'--noise_multiplier must" in text
              or "f'--noise_multiplier must" in text]
     self.assertEqual(found, [os.path.join('dpftrl_tff', 'checks.py')])
+
+  def test_mechanism_settings_are_read_as_their_dataclasses(self):
+    """Adaptive, BLT and SecAgg settings are declared by their mechanism
+    module and read through `config.<group>_settings()`: no module reads
+    one of them as a flat TrainConfig attribute."""
+    grouped = [field.name for owner in (adaptive_mechanism.AdaptiveSettings,
+                                        blt_mechanism.BLTSettings,
+                                        mechanism_base.SecAggSettings)
+               for field in dataclasses.fields(owner)]
+    flat = re.compile(r'\bconfig\.(%s)\b' % '|'.join(grouped))
+    found = [f'{path}: {match.group(0)}' for path, text in self._sources()
+             for match in flat.finditer(text)]
+    self.assertEqual(found, [])
+
+  def test_training_config_carries_each_group_as_declared(self):
+    fields = {field.name: field for field in
+              dataclasses.fields(config_lib.TrainConfig)}
+    config = config_lib.TrainConfig(
+        aggregator='dp_ftrl_blt', noise_multiplier=1.0, total_rounds=20,
+        blt_num_buffers=2, blt_error='mean', secagg=True, secagg_scale=64.0)
+    for owner, view in (
+        (adaptive_mechanism.AdaptiveSettings, config.adaptive_settings()),
+        (blt_mechanism.BLTSettings, config.blt_settings()),
+        (mechanism_base.SecAggSettings, config.secagg_settings())):
+      self.assertIsInstance(view, owner)
+      for field in dataclasses.fields(owner):
+        self.assertEqual(fields[field.name].default, field.default)
+        self.assertEqual(fields[field.name].metadata, field.metadata)
+        self.assertEqual(getattr(view, field.name),
+                         getattr(config, field.name))
+      with self.assertRaises(dataclasses.FrozenInstanceError):
+        view.__setattr__(dataclasses.fields(owner)[0].name, None)
+    self.assertEqual(settings_lib.changed(config.blt_settings()),
+                     ['--blt_num_buffers=2', '--blt_error=mean'])
+    self.assertEqual(settings_lib.changed(config.adaptive_settings()), [])
+
+  def test_a_given_blt_refuses_every_optimizing_setting(self):
+    with self.assertRaisesRegex(ValueError, r'^--blt_error=mean chooses how'):
+      config_lib.TrainConfig(aggregator='dp_ftrl_blt', noise_multiplier=1.0,
+                             blt_params='/x.json', blt_error='mean')
 
   @parameterized.parameters(-1.0, float('nan'), float('inf'), True)
   def test_one_message_for_a_bad_noise_multiplier(self, z):

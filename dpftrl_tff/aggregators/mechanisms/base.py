@@ -14,6 +14,23 @@ import numpy as np
 
 from dpftrl_tff import accounting
 from dpftrl_tff import checks
+from dpftrl_tff import settings
+
+
+@dataclasses.dataclass(frozen=True)
+class SecAggSettings:
+  """SecAgg-style discretization (the paper's Algorithm 2), carried by
+  `TrainConfig`: each client's clipped update is rotated, scaled by `s`,
+  rounded to integers and summed modulo M; the mechanism's noise is
+  calibrated to the inflated sensitivity C_inflated."""
+  secagg: bool = settings.setting(
+      False, 'SecAgg-style discretization of client updates (Algorithm 2), '
+      'with aggregator none, dp_ftrl or dp_ftrl_blt; DP noise is calibrated '
+      'to C_inflated.')
+  secagg_scale: float = settings.setting(1024.0, 'SecAgg scale s.')
+  secagg_debug: bool = settings.setting(
+      False, 'Also record the l2 distance between the decoded and the true '
+      'clipped sum (simulation only).')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +106,8 @@ class RunParameters:
 
 def check_secagg(config, mechanism_name: str, supported: bool):
   """--secagg with a mechanism: refused where its sum cannot be SecAgg's."""
-  if not config.secagg:
+  secagg = config.secagg_settings()
+  if not secagg.secagg:
     return
   if not supported:
     # The registry lists the mechanisms that take it (imported late: the
@@ -99,7 +117,7 @@ def check_secagg(config, mechanism_name: str, supported: bool):
     raise ValueError(f'SecAgg (--secagg; the accountant\'s --secagg_scale) '
                      f'works with --aggregator {" or ".join(allowed)}, not '
                      f'{mechanism_name}.')
-  checks.check_positive(config.secagg_scale, '--secagg_scale')
+  checks.check_positive(secagg.secagg_scale, '--secagg_scale')
   checks.check_positive(config.clip_norm, '--clip_norm')
 
 
@@ -107,9 +125,10 @@ def secagg_factory(config, record_specs):
   """SecAgg's discretized modular sum for the model, and its parameters."""
   from dpftrl_tff.aggregators import secagg  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  secagg_settings = config.secagg_settings()
   factory = secagg.SecAggDiscretizationFactory(
-      clip_norm=config.clip_norm, scale=config.secagg_scale,
-      report_goal=config.clients_per_round, debug=config.secagg_debug,
+      clip_norm=config.clip_norm, scale=secagg_settings.secagg_scale,
+      report_goal=config.clients_per_round, debug=secagg_settings.secagg_debug,
       seed=config.noise_seed)
   params = factory.params_for(
       sum(int(np.prod(s.shape)) for s in tf.nest.flatten(record_specs)))
@@ -127,7 +146,7 @@ def secagg_inner_and_noise(config, record_specs):
   multiplier is raised so that the noise calibrated to C_inflated keeps the
   accounted z; without, None (plain sum) and z.
   """
-  if not config.secagg:
+  if not config.secagg_settings().secagg:
     return None, config.noise_multiplier
   from dpftrl_tff.aggregators import secagg  # pylint: disable=g-import-not-at-top
   inner, params = secagg_factory(config, record_specs)
@@ -156,39 +175,32 @@ def check_fixed_clip_dp(config):
 def fixed_clip_text(config) -> str:
   """A fixed clip (and SecAgg's rounding, when on) in words."""
   text = f'fixed l2 clip norm C = {config.clip_norm:g} per client update.'
-  if config.secagg:
+  secagg = config.secagg_settings()
+  if secagg.secagg:
     text += (f' SecAgg-style discretization (scale s = '
-             f'{config.secagg_scale:g}): randomized rounding inflates the '
+             f'{secagg.secagg_scale:g}): randomized rounding inflates the '
              'sensitivity from C to C_inflated, and the noise is raised to '
              'std z C_inflated, so the accounted z below holds unchanged; '
              'the simulation does not run the cryptographic protocol.')
   return text
 
 
-# Settings that belong to one mechanism; the others refuse them when given.
-BLT_FLAGS = ('blt_params', 'blt_num_buffers', 'blt_min_separation',
-             'blt_max_participation')
+def _refuse_changed(changed, owner: str, config):
+  if changed:
+    raise ValueError(f'{", ".join(changed)} '
+                     f'{"applies" if len(changed) == 1 else "apply"} only '
+                     f'with --aggregator={owner}, not {config.aggregator}.')
 
 
 def check_no_adaptive_flags(config):
-  """Algorithm 1's flags do nothing outside adaptive clipping: refuse any
-  changed from its default (`TrainConfig.adaptive_arguments`)."""
-  defaults = {f.name: f.default for f in dataclasses.fields(config)}
-  given = [f'--{name}={value}'
-           for name, value in config.adaptive_arguments().items()
-           if value != defaults[name]]
-  if given:
-    raise ValueError(f'{", ".join(given)} '
-                     f'{"applies" if len(given) == 1 else "apply"} only with '
-                     f'--aggregator=dp_ftrl_adaptive, not {config.aggregator}.')
+  """Algorithm 1's settings do nothing outside adaptive clipping: refuse any
+  changed from its default (`mechanisms.adaptive.AdaptiveSettings`)."""
+  _refuse_changed(settings.changed(config.adaptive_settings()),
+                  'dp_ftrl_adaptive', config)
 
 
 def check_no_blt_flags(config):
-  """The BLT flags do nothing with another aggregator: refuse them."""
-  given = [f'--{name}={getattr(config, name)}' for name in BLT_FLAGS
-           if getattr(config, name) is not None]
-  if config.blt_error != 'max':
-    given.append(f'--blt_error={config.blt_error}')
-  if given:
-    raise ValueError(f'{", ".join(given)} only apply with '
-                     f'--aggregator=dp_ftrl_blt, not {config.aggregator}.')
+  """The BLT settings do nothing with another aggregator: refuse any changed
+  from its default (`mechanisms.blt.BLTSettings`)."""
+  _refuse_changed(settings.changed(config.blt_settings()), 'dp_ftrl_blt',
+                  config)

@@ -3,12 +3,82 @@
 import dataclasses
 import functools
 import os
+from typing import Optional
 
 from absl import logging
 
 from dpftrl_tff import accounting
 from dpftrl_tff import checks
+from dpftrl_tff import settings
 from dpftrl_tff.aggregators.mechanisms import base
+
+
+@dataclasses.dataclass(frozen=True)
+class BLTSettings:
+  """How a dp_ftrl_blt run gets its BLT (buffered linear Toeplitz noise,
+  arXiv 2408.08868): given (`blt_params`), or optimized for T = the run's
+  rounds, MinS `blt_min_separation` and MaxP `blt_max_participation` with
+  `blt_num_buffers` buffers, minimizing the `blt_error` error of the noisy
+  prefix sums. Carried by `TrainConfig` and the accountant's flags."""
+  blt_params: Optional[str] = settings.setting(
+      None, 'dp_ftrl_blt: JSON file with the BLT (lists buf_decay and '
+      'output_scale, e.g. a run\'s blt.json). Unset: optimized for '
+      '--total_rounds and the planned participation.')
+  blt_num_buffers: Optional[int] = settings.setting(
+      None, 'dp_ftrl_blt: buffers of the optimized BLT, 1 to 7. Unset: '
+      'added while the loss improves by 1%.')
+  blt_error: str = settings.setting(
+      'max', 'dp_ftrl_blt: optimize the max or the mean squared error of '
+      'the noisy prefix sums.', flag_type='enum')
+  blt_min_separation: Optional[int] = settings.setting(
+      None, 'dp_ftrl_blt: MinS the BLT is optimized for. Unset: the '
+      'participation model\'s guarantee (min_sep_groups) or floor(N / m) - 1 '
+      'for N training clients.')
+  blt_max_participation: Optional[int] = settings.setting(
+      None, 'dp_ftrl_blt: MaxP the BLT is optimized for. Unset: as many as '
+      'fit in --total_rounds.')
+
+  def validate(self, total_rounds: int):
+    """Checks the settings for a run of `total_rounds`; errors name the
+    flags. Optimizing flags beside a given BLT are refused (they would do
+    nothing); a given BLT must load and invert."""
+    from dpftrl_tff.accounting import blt_optimizer  # pylint: disable=g-import-not-at-top
+    if self.blt_error not in blt_optimizer.ERRORS:
+      raise ValueError(f'--blt_error={self.blt_error!r} is unknown; allowed: '
+                       f'{", ".join(blt_optimizer.ERRORS)}.')
+    rounds = checks.check_int(total_rounds, '--total_rounds', minimum=1)
+    if self.blt_params is not None:
+      chosen = settings.changed(dataclasses.replace(self, blt_params=None))
+      if chosen:
+        raise ValueError(
+            f'{", ".join(chosen)} '
+            f'{"chooses" if len(chosen) == 1 else "choose"} how the BLT is '
+            f'optimized, to no effect with --blt_params={self.blt_params} (a '
+            f'given BLT).')
+      try:
+        blt = accounting.BLT.load(self.blt_params)
+        accounting.blt_sensitivity_squared(blt, rounds=rounds,
+                                           min_separation=0)
+        blt.inverse()   # The noise streams from C^-1's buffers.
+      except ValueError as e:
+        raise ValueError(f'--blt_params={self.blt_params}: {e}') from None
+    if self.blt_num_buffers is not None:
+      checks.check_int(self.blt_num_buffers, '--blt_num_buffers', minimum=1,
+                       maximum=blt_optimizer.MAX_BUFFERS)
+    min_sep = self.blt_min_separation or 0
+    if self.blt_min_separation is not None:
+      checks.check_int(min_sep, '--blt_min_separation', minimum=0,
+                       maximum=rounds - 1)
+    if self.blt_max_participation is not None:
+      max_p = checks.check_int(self.blt_max_participation,
+                               '--blt_max_participation', minimum=1)
+      fit = accounting.max_possible_participation(rounds, min_sep)
+      if max_p > fit:
+        raise ValueError(
+            f'--blt_max_participation={max_p} cannot happen: at most {fit} '
+            f'participations fit in --total_rounds={rounds} rounds with '
+            f'{min_sep} rounds between two (--blt_min_separation); use at '
+            f'most {fit}.')
 
 
 def optimized_blt(config):
@@ -23,12 +93,12 @@ def optimized_blt(config):
   """
   if config.resolved_blt is not None:
     return None, config.resolved_blt
-  if config.blt_params is not None:
-    return None, accounting.BLT.load(config.blt_params)
-  optimized = _optimize_blt(config.total_rounds,
-                            config.blt_min_separation or 0,
-                            config.blt_max_participation,
-                            config.blt_num_buffers, config.blt_error)
+  blt = config.blt_settings()
+  if blt.blt_params is not None:
+    return None, accounting.BLT.load(blt.blt_params)
+  optimized = _optimize_blt(config.total_rounds, blt.blt_min_separation or 0,
+                            blt.blt_max_participation, blt.blt_num_buffers,
+                            blt.blt_error)
   return optimized, optimized.blt
 
 
@@ -61,14 +131,15 @@ class BLTRunParameters(base.RunParameters):
     floor(N / m) - 1, at most T - 1. Deterministic, so a resumed run plans
     the same BLT.
     """
-    if config.blt_params is not None or config.blt_min_separation is not None:
+    blt = config.blt_settings()
+    if blt.blt_params is not None or blt.blt_min_separation is not None:
       return config
     # The plan does not depend on the seed, which may still be unset here
     # (it is drawn once the run directory is known).
     planned = dataclasses.replace(
         config, seed=0 if config.seed is None else config.seed
     ).build_sampler(num_clients).planned(config.total_rounds)
-    max_participation = config.blt_max_participation
+    max_participation = blt.blt_max_participation
     if planned is not None:
       min_sep = planned['min_separation']
       if max_participation is None:
@@ -88,14 +159,14 @@ class BLTRunParameters(base.RunParameters):
     """
     saved_blt = accounting.BLT.from_dict(
         {k: saved[k] for k in ('buf_decay', 'output_scale')}, source=path)
-    if config.blt_params is None:
+    given = config.blt_settings().blt_params
+    if given is None:
       return dataclasses.replace(config, resolved_blt=saved_blt)
-    blt = accounting.BLT.load(config.blt_params)
+    blt = accounting.BLT.load(given)
     if blt != saved_blt:
       raise ValueError(
           f'{path} holds the BLT {saved_blt} this run started with, but '
-          f'--blt_params={config.blt_params} is {blt}; resume with the same '
-          f'BLT.')
+          f'--blt_params={given} is {blt}; resume with the same BLT.')
     return config
 
   def contents(self, config):
@@ -103,51 +174,16 @@ class BLTRunParameters(base.RunParameters):
     optimized, blt = optimized_blt(config)
     if optimized is not None:
       return optimized.as_dict()
-    return dict(blt.as_dict(), source=os.path.abspath(config.blt_params))
+    return dict(blt.as_dict(),
+                source=os.path.abspath(config.blt_settings().blt_params))
 
   def describe(self, config, path):
     return f'BLT noise: {optimized_blt(config)[1]} (in {path}).'
 
 
 def _validate(config):
-  from dpftrl_tff.accounting import blt_optimizer  # pylint: disable=g-import-not-at-top
   base.check_fixed_clip_dp(config)
-  if config.blt_error not in blt_optimizer.ERRORS:
-    raise ValueError(f'--blt_error={config.blt_error!r} is unknown; allowed: '
-                     f'{", ".join(blt_optimizer.ERRORS)}.')
-  if config.blt_params is not None:
-    chosen = [f'--{name}' for name in base.BLT_FLAGS[1:]
-              if getattr(config, name) is not None]
-    if chosen:
-      raise ValueError(f'{", ".join(chosen)} choose how the BLT is '
-                       f'optimized; they have no effect with --blt_params='
-                       f'{config.blt_params} (a given BLT).')
-    try:
-      blt = accounting.BLT.load(config.blt_params)
-      accounting.blt_sensitivity_squared(
-          blt, rounds=checks.check_int(config.total_rounds, '--total_rounds',
-                                       minimum=1), min_separation=0)
-      blt.inverse()   # The noise streams from C^-1's buffers.
-    except ValueError as e:
-      raise ValueError(f'--blt_params={config.blt_params}: {e}') from None
-  if config.blt_num_buffers is not None:
-    checks.check_int(config.blt_num_buffers, '--blt_num_buffers', minimum=1,
-                     maximum=blt_optimizer.MAX_BUFFERS)
-  rounds = checks.check_int(config.total_rounds, '--total_rounds', minimum=1)
-  min_sep = config.blt_min_separation or 0
-  if config.blt_min_separation is not None:
-    checks.check_int(min_sep, '--blt_min_separation', minimum=0,
-                     maximum=rounds - 1)
-  if config.blt_max_participation is not None:
-    max_p = checks.check_int(config.blt_max_participation,
-                             '--blt_max_participation', minimum=1)
-    fit = accounting.max_possible_participation(rounds, min_sep)
-    if max_p > fit:
-      raise ValueError(
-          f'--blt_max_participation={max_p} cannot happen: at most {fit} '
-          f'participations fit in --total_rounds={rounds} rounds with '
-          f'{min_sep} rounds between two (--blt_min_separation); use at most '
-          f'{fit}.')
+  config.blt_settings().validate(config.total_rounds)
   base.check_secagg(config, 'dp_ftrl_blt', True)
   base.check_no_adaptive_flags(config)
 

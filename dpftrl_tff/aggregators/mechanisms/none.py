@@ -20,7 +20,7 @@ def _validate(config):
 
 def _factory(config, record_specs):
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  if config.secagg:
+  if config.secagg_settings().secagg:
     inner, _ = base.secagg_factory(config, record_specs)
     return tff.aggregators.UnweightedMeanFactory(value_sum_factory=inner)
   return tff.aggregators.UnweightedMeanFactory()
