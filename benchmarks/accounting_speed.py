@@ -22,8 +22,8 @@ from absl import app
 from absl import flags
 from tensorflow_privacy.privacy.analysis import tree_aggregation_accountant as tfp_tree
 
-from dpftrl_tff.accounting import tree
 from dpftrl_tff.accounting import paper_tables
+from dpftrl_tff.accounting import tree
 
 _ROWS = flags.DEFINE_string(
     'rows', 'pt-PT,es-AR,en-IN,de-DE',

@@ -63,8 +63,8 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from dpftrl_tff.data import synthetic
 from dpftrl_tff.aggregators import registry
+from dpftrl_tff.data import synthetic
 
 _CASE = flags.DEFINE_string('case', None, 'Internal: run one case.')
 _CLIENTS = flags.DEFINE_list('clients', ['10', '50'], 'Clients per round.')

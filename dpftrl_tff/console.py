@@ -18,9 +18,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from absl import flags
 from absl import logging
 
-from dpftrl_tff.run import divergence
-from dpftrl_tff.privacy import privacy_report
 from dpftrl_tff import runtime
+from dpftrl_tff.privacy import privacy_report
+from dpftrl_tff.run import divergence
 
 
 def warn(message: str):

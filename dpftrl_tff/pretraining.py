@@ -25,9 +25,9 @@ from typing import Callable, Dict, Optional, Sequence
 import tensorflow as tf
 
 from dpftrl_tff import checks
+from dpftrl_tff import pretrained
 from dpftrl_tff.data import stackoverflow
 from dpftrl_tff.run import metrics as lm_metrics
-from dpftrl_tff import pretrained
 from dpftrl_tff.run import progress
 from dpftrl_tff.run import run_directory
 

@@ -30,11 +30,11 @@ from absl import flags
 import numpy as np
 
 from dpftrl_tff import accounting
-from dpftrl_tff.run import config as config_lib
 from dpftrl_tff import console
-from dpftrl_tff.privacy import privacy_report
-from dpftrl_tff.run import progress
 from dpftrl_tff import strict_json
+from dpftrl_tff.privacy import privacy_report
+from dpftrl_tff.run import config as config_lib
+from dpftrl_tff.run import progress
 
 _DIMENSION = flags.DEFINE_integer(
     'dimension', 2000, 'Model dimension d of the random updates (the '

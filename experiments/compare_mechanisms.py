@@ -41,12 +41,12 @@ import numpy as np
 
 from dpftrl_tff import accounting
 from dpftrl_tff import console
-from dpftrl_tff import strict_json
 from dpftrl_tff import plotting
-from dpftrl_tff.run import run_directory
+from dpftrl_tff import strict_json
 from dpftrl_tff.accounting import comparison
 from dpftrl_tff.accounting import paper_tables
 from dpftrl_tff.accounting import sampled_gaussian
+from dpftrl_tff.run import run_directory
 from dpftrl_tff.studies import training_runs
 
 _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'docs/figures',

@@ -1,10 +1,12 @@
-r"""Plans a DP-FTRL launch: participation of a population, and its privacy.
+r"""Plans a launch: participation of a population, and its privacy.
 
 Simulates who takes part in every round for a population of millions (NumPy,
 no TFF, no training) with a participation model of
 `dpftrl_tff.participation` (default: the timer model of production), and
 prints the realized MinS and MaxP, rounds per day, how many clients took
-part how often, and rho-zCDP and epsilon of DP-FTRL with those MinS and MaxP.
+part how often, and rho-zCDP and epsilon with those MinS and MaxP of the
+mechanism --aggregator (default DP-FTRL with the tree) and its settings,
+taken, validated and accounted as `privacy_accountant` takes them.
 
   # es-ES: 4.21M devices, report goal 6500, 2000 rounds, 48 h timer.
   python -m experiments.plan_launch --population=4210000 --rounds=2000 \
@@ -36,12 +38,13 @@ from absl import flags
 
 from dpftrl_tff import accounting
 from dpftrl_tff import checks
-from dpftrl_tff.run import config as config_lib
 from dpftrl_tff import console
-from dpftrl_tff import strict_json
 from dpftrl_tff import participation
-from dpftrl_tff.run import progress as progress_lib
+from dpftrl_tff import strict_json
+from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.recommend import launch
+from dpftrl_tff.run import config as config_lib
+from dpftrl_tff.run import progress as progress_lib
 
 _POPULATION = flags.DEFINE_integer('population', None,
                                    'Estimated population (devices).')
@@ -66,6 +69,14 @@ _TIMER = config_lib.define_flags(
     config_class=participation.TimerSettings,
     only=[field.name for field in dataclasses.fields(
         participation.TimerSettings) if field.name != 'timer_hours'])
+# The mechanism and its settings, as the training binary and the accountant
+# declare them.
+_MECHANISM = config_lib.define_flags(
+    only=planned_privacy.MECHANISM_FLAGS,
+    defaults=planned_privacy.MECHANISM_FLAG_DEFAULTS)
+flags.adopt_module_key_flags(config_lib)   # Listed by --helpshort too.
+_MODEL_DIM = flags.DEFINE_integer('model_dim', None,
+                                  'Number of model parameters d (SecAgg).')
 _SEED = flags.DEFINE_integer('seed', 0, 'Seed of the simulation.')
 _DELTA = flags.DEFINE_float('delta', accounting.DEFAULT_DELTA,
                             'delta of (epsilon, delta).')
@@ -92,10 +103,19 @@ def _parse_list(values, name, kind, minimum):
   return sorted(set(out))
 
 
-def privacy(sim, noise_multiplier, delta):
-  """zCDP and epsilon of DP-FTRL with the simulation's MinS and MaxP: the
-  accountant's (`privacy_accountant --aggregator=dp_ftrl`)."""
-  report = launch.privacy_of_simulation(sim, noise_multiplier, delta)
+def _mechanism():
+  """The mechanism's settings, as `planned_privacy.build_report` takes
+  them."""
+  mechanism = {name: holder.value for name, holder in _MECHANISM.items()}
+  mechanism['model_dim'] = _MODEL_DIM.value
+  return mechanism
+
+
+def privacy(sim, noise_multiplier, delta, mechanism):
+  """zCDP and epsilon of the mechanism with the simulation's MinS and MaxP:
+  the accountant's (`privacy_accountant`)."""
+  report = launch.privacy_of_simulation(sim, noise_multiplier, delta,
+                                        mechanism)
   return dict(noise_multiplier=noise_multiplier, zcdp=report['zcdp'],
               epsilon=report['epsilon'],
               sensitivity_squared=report['sensitivity_squared'])
@@ -152,11 +172,20 @@ def plan():
     raise ValueError(f'--rounds must be >= 1, got {_ROUNDS.value}.')
   checks.check_noise_multiplier(_NOISE.value, positive=True)
   target = _target_zcdp()
-  candidates = []
+  mechanism = _mechanism()
   for m in report_goals:
     if m > _POPULATION.value:
       raise ValueError(f'--report_goals: {m} is above --population='
                        f'{_POPULATION.value}.')
+    # The mechanism's settings, refused before any simulation as the
+    # accountant refuses them (at the participation the population allows).
+    launch.privacy(rounds=_ROUNDS.value, report_goal=m,
+                   noise_multiplier=_NOISE.value * m / _REFERENCE.value,
+                   delta=_DELTA.value, mechanism=mechanism,
+                   **launch.ideal_participation(_POPULATION.value,
+                                                _ROUNDS.value, m))
+  candidates = []
+  for m in report_goals:
     z = _NOISE.value * m / _REFERENCE.value
     for hours in timers:
       timer = config_lib.from_flags(_TIMER, participation.TimerSettings)
@@ -167,16 +196,21 @@ def plan():
           progress=_SimulationProgress(
               f'Simulating report goal {m}' + (
                   f', timer {hours:g} h' if _MODEL.value == 'timer' else '')))
-      sim.update(privacy(sim, z, _DELTA.value))
+      sim.update(privacy(sim, z, _DELTA.value, mechanism))
       if target is not None:
         sim['meets_target'] = sim['zcdp'] <= target
-        sim['noise_multiplier_for_target'] = launch.noise_for_simulation(
-            sim, target, _DELTA.value)
+        try:
+          sim['noise_multiplier_for_target'] = launch.noise_for_simulation(
+              sim, target, _DELTA.value, mechanism, reference_noise=z)
+        except ValueError as e:   # Adaptive: sigma_b too small for that z.
+          sim['noise_multiplier_for_target'] = None
+          sim['noise_for_target_unreachable'] = str(e)
       candidates.append(sim)
   report = dict(candidates=candidates, target_zcdp=target, delta=_DELTA.value)
   if target is not None:
     report['recommendation'] = launch.grid_recommendation(
-        candidates, target, _DELTA.value)
+        candidates, target, _DELTA.value, mechanism)
+  report['mechanism'] = {k: v for k, v in mechanism.items() if v is not None}
   return report
 
 

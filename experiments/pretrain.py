@@ -30,10 +30,10 @@ runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
 # pylint: disable=g-import-not-at-top
 from absl import flags
 
-from dpftrl_tff.run import config as config_lib
 from dpftrl_tff import console
 from dpftrl_tff import pretrained
 from dpftrl_tff.data import data_flags
+from dpftrl_tff.run import config as config_lib
 # pylint: enable=g-import-not-at-top
 
 _ROOT = flags.DEFINE_string(

@@ -32,11 +32,11 @@ from absl import app
 from absl import flags
 
 from dpftrl_tff import accounting
-from dpftrl_tff.run import config as config_lib
 from dpftrl_tff import console
-from dpftrl_tff.privacy import planned_privacy
-from dpftrl_tff.run import run_directory
 from dpftrl_tff import strict_json
+from dpftrl_tff.privacy import planned_privacy
+from dpftrl_tff.run import config as config_lib
+from dpftrl_tff.run import run_directory
 
 _ROUNDS = flags.DEFINE_integer('rounds', None, 'Total training rounds T.')
 _MAXP = flags.DEFINE_integer(
@@ -64,10 +64,9 @@ _RESTARTS = flags.DEFINE_string(
 # The mechanism, its noise, clip, SecAgg scale and restarts, as the
 # training binary declares them; z, C and s unset mean "not given" here.
 _CONFIG = config_lib.define_flags(
-    only=('aggregator', 'noise_multiplier', 'clip_norm', 'secagg_scale',
-          'restart_warmup', 'restart_frequency', 'clipped_count_stddev',
-          'blt_params', 'blt_num_buffers', 'blt_error'),
-    defaults=dict(noise_multiplier=None, clip_norm=None, secagg_scale=None))
+    only=('noise_multiplier',) + planned_privacy.MECHANISM_FLAGS,
+    defaults=dict(planned_privacy.MECHANISM_FLAG_DEFAULTS,
+                  noise_multiplier=None))
 flags.adopt_module_key_flags(config_lib)   # Listed by --helpshort too.
 # Earlier spellings, refused with the new one (`_refused_spellings`).
 _MECHANISM = flags.DEFINE_string(

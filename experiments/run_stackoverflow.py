@@ -21,10 +21,10 @@ runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
 from absl import flags
 
 from dpftrl_tff import checks
-from dpftrl_tff.run import config as config_lib
 from dpftrl_tff import console
 from dpftrl_tff.data import data_flags
 from dpftrl_tff.privacy import run_privacy
+from dpftrl_tff.run import config as config_lib
 # pylint: enable=g-import-not-at-top
 
 # Output.

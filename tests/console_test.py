@@ -8,9 +8,9 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from dpftrl_tff import console
-from dpftrl_tff.run import divergence
 from dpftrl_tff import runtime
 from dpftrl_tff.remote import workers
+from dpftrl_tff.run import divergence
 
 
 def _raise(error):

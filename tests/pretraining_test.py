@@ -9,11 +9,11 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow_datasets as tfds
 
-from dpftrl_tff.data import stackoverflow
-from dpftrl_tff.run import learning_process
 from dpftrl_tff import pretrained
 from dpftrl_tff import pretraining
 from dpftrl_tff.data import public_corpus
+from dpftrl_tff.data import stackoverflow
+from dpftrl_tff.run import learning_process
 from dpftrl_tff.run import training
 from tests import fixtures
 

@@ -35,16 +35,16 @@ from dpftrl_tff.accounting.secagg import inflated_clip_norm
 from dpftrl_tff.accounting.secagg import linf_bound
 from dpftrl_tff.accounting.secagg import modulus
 from dpftrl_tff.accounting.secagg import padded_dimension
-from dpftrl_tff.accounting.tree import compute_zcdp_single_tree
-from dpftrl_tff.accounting.tree import compute_zcdp_with_restarts
-from dpftrl_tff.accounting.tree import max_possible_participation
-from dpftrl_tff.accounting.tree import max_sensitivity_squared
 from dpftrl_tff.accounting.toeplitz import band_from_min_separation
 from dpftrl_tff.accounting.toeplitz import BLT
 from dpftrl_tff.accounting.toeplitz import blt_prefix_variance
 from dpftrl_tff.accounting.toeplitz import blt_sensitivity_squared
 from dpftrl_tff.accounting.toeplitz import minsep_sensitivity_squared
 from dpftrl_tff.accounting.toeplitz import tree_prefix_variance
+from dpftrl_tff.accounting.tree import compute_zcdp_single_tree
+from dpftrl_tff.accounting.tree import compute_zcdp_with_restarts
+from dpftrl_tff.accounting.tree import max_possible_participation
+from dpftrl_tff.accounting.tree import max_sensitivity_squared
 from dpftrl_tff.accounting.tree import paper_restart_rounds
 
 

@@ -79,13 +79,13 @@ import numpy as np
 
 from dpftrl_tff import checks
 from dpftrl_tff.accounting import tree_dense
+from dpftrl_tff.accounting import tree_restarts
 from dpftrl_tff.accounting.tree_dense import compact
 from dpftrl_tff.accounting.tree_dense import DenseTable
 from dpftrl_tff.accounting.tree_dense import INFEASIBLE
 from dpftrl_tff.accounting.tree_dense import merge_dense
 from dpftrl_tff.accounting.tree_dense import running_max_along_exits
 from dpftrl_tff.accounting.tree_dense import table_to_dense
-from dpftrl_tff.accounting import tree_restarts
 
 # A Pareto front: (exit offset s, value) pairs, sorted by s ascending with
 # values strictly increasing, so no pair is dominated (smaller s is better,

@@ -11,8 +11,8 @@ import dataclasses
 import os
 from typing import Any, List, Optional
 
-from dpftrl_tff.data import stackoverflow
 from dpftrl_tff import settings
+from dpftrl_tff.data import stackoverflow
 from dpftrl_tff.data import synthetic
 
 

@@ -63,8 +63,8 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 import numpy as np
 
 from dpftrl_tff import checks
-from dpftrl_tff.data import stackoverflow
 from dpftrl_tff import strict_json
+from dpftrl_tff.data import stackoverflow
 from dpftrl_tff.data.git_text import document_sentences
 from dpftrl_tff.data.git_text import message_sentences
 

@@ -36,8 +36,8 @@ from typing import Any, Dict, List
 import numpy as np
 
 from dpftrl_tff import checks
-from dpftrl_tff.data import stackoverflow
 from dpftrl_tff import strict_json
+from dpftrl_tff.data import stackoverflow
 
 # The real StackOverflow train split: users with fewer than 100 sentences
 # were removed (tff.simulation.datasets.stackoverflow.load_data's docs).

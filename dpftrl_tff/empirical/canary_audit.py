@@ -36,13 +36,13 @@ from typing import Any, Callable, Dict, Iterator, Optional
 import numpy as np
 
 from dpftrl_tff import accounting
-from dpftrl_tff.empirical import empirical_privacy
 from dpftrl_tff import participation
 from dpftrl_tff import plotting
-from dpftrl_tff.privacy import privacy_report
-from dpftrl_tff.run import run_directory
 from dpftrl_tff import strict_json
 from dpftrl_tff.aggregators import registry
+from dpftrl_tff.empirical import empirical_privacy
+from dpftrl_tff.privacy import privacy_report
+from dpftrl_tff.run import run_directory
 
 
 def _prefetched(make: Callable[[int], Any], count: int) -> Iterator[Any]:

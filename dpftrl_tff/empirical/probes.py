@@ -16,11 +16,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from dpftrl_tff import accounting
-from dpftrl_tff.empirical import canaries as canaries_lib
+from dpftrl_tff.aggregators import registry
 from dpftrl_tff.data import stackoverflow
+from dpftrl_tff.empirical import canaries as canaries_lib
 from dpftrl_tff.empirical import exposure
 from dpftrl_tff.privacy import run_privacy
-from dpftrl_tff.aggregators import registry
 
 
 def choose_canaries(config, num_clients: int

@@ -11,9 +11,9 @@ paper's privacy report (`privacy_report`).
 
 from dpftrl_tff import accounting
 from dpftrl_tff import checks
-from dpftrl_tff.run import config as config_lib
-from dpftrl_tff.privacy import privacy_report
 from dpftrl_tff.aggregators import registry
+from dpftrl_tff.privacy import privacy_report
+from dpftrl_tff.run import config as config_lib
 
 
 def parse_restart_rounds(text, rounds):
@@ -57,6 +57,16 @@ def parse_restart_rounds(text, rounds):
 
 # The mechanism settings' defaults are training's (declared once there).
 _DEFAULTS = config_lib.TrainConfig
+
+# The training flags that choose a mechanism and its settings, as the
+# accountant and the planner take them (`config.define_flags(only=...)`);
+# `build_report` takes them by the same names.
+MECHANISM_FLAGS = ('aggregator', 'clip_norm', 'secagg_scale',
+                   'restart_warmup', 'restart_frequency',
+                   'clipped_count_stddev', 'blt_params', 'blt_num_buffers',
+                   'blt_error')
+# Unset means "not given" for these (no SecAgg; C only with SecAgg).
+MECHANISM_FLAG_DEFAULTS = dict(clip_norm=None, secagg_scale=None)
 
 
 def _mechanism(aggregator: str):

@@ -20,6 +20,10 @@ from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.recommend import policy
 
 AGGREGATOR = 'dp_ftrl'
+# A mechanism and its settings, as `planned_privacy.build_report` takes them
+# (the accountant's flags `planned_privacy.MECHANISM_FLAGS`); None: DP-FTRL
+# with the tree, the paper's launches and the recommendation's.
+Mechanism = Optional[Dict]
 # Report goals whose timer-model participation is simulated, at most: the
 # smallest meeting the target under ideal participation, the largest, and
 # bisection steps between them.
@@ -28,12 +32,15 @@ MAX_SIMULATED_REPORT_GOALS = 5
 
 def privacy(*, rounds: int, report_goal: int, noise_multiplier: float,
             min_separation: int, max_participation: int,
-            delta: float) -> Dict:
-  """The accountant's report (`privacy_accountant --aggregator=dp_ftrl`)."""
+            delta: float, mechanism: Mechanism = None) -> Dict:
+  """The accountant's report (`privacy_accountant`, by default with
+  --aggregator=dp_ftrl); a mechanism's settings are validated there, as
+  training validates them."""
   return planned_privacy.build_report(
       rounds=rounds, noise_multiplier=noise_multiplier,
       min_separation=min_separation, max_participation=max_participation,
-      report_goal=report_goal, delta=delta, aggregator=AGGREGATOR)
+      report_goal=report_goal, delta=delta,
+      **(mechanism or dict(aggregator=AGGREGATOR)))
 
 
 def participation_of_simulation(sim: Dict) -> Dict:
@@ -47,24 +54,27 @@ def participation_of_simulation(sim: Dict) -> Dict:
 
 
 def privacy_of_simulation(sim: Dict, noise_multiplier: float,
-                          delta: float) -> Dict:
+                          delta: float, mechanism: Mechanism = None) -> Dict:
   """The accountant's report for the MinS and MaxP `sim` realized."""
   return privacy(rounds=sim['rounds'], report_goal=sim['report_goal'],
                  noise_multiplier=noise_multiplier, delta=delta,
-                 **participation_of_simulation(sim))
+                 mechanism=mechanism, **participation_of_simulation(sim))
 
 
-def noise_for_simulation(sim: Dict, target_zcdp: float,
-                         delta: float) -> float:
+def noise_for_simulation(sim: Dict, target_zcdp: float, delta: float,
+                         mechanism: Mechanism = None,
+                         reference_noise: float = 1.0) -> float:
   """The z giving exactly `target_zcdp` with the MinS and MaxP of `sim`."""
   return noise_for_target(rounds=sim['rounds'],
                           report_goal=sim['report_goal'],
                           target_zcdp=target_zcdp, delta=delta,
+                          mechanism=mechanism,
+                          reference_noise=reference_noise,
                           **participation_of_simulation(sim))
 
 
-def grid_recommendation(candidates: Sequence[Dict],
-                        target_zcdp: float, delta: float) -> Dict:
+def grid_recommendation(candidates: Sequence[Dict], target_zcdp: float,
+                        delta: float, mechanism: Mechanism = None) -> Dict:
   """`plan_launch`'s choice over simulated (report goal, timer) candidates.
 
   Each candidate has its `zcdp` at the noise it was given (the same noise
@@ -80,8 +90,14 @@ def grid_recommendation(candidates: Sequence[Dict],
     return dict(best, reason='smallest report goal, then shortest timer, '
                 'that meets the target with the same noise per client')
   largest = max(candidates, key=lambda c: (c['report_goal'], -c['zcdp']))
-  z = noise_for_simulation(largest, target_zcdp, delta)
-  report = privacy_of_simulation(largest, z, delta)
+  try:
+    z = noise_for_simulation(largest, target_zcdp, delta, mechanism,
+                             reference_noise=largest['noise_multiplier'])
+  except ValueError as e:   # Adaptive clipping: sigma_b too small for it.
+    return dict(largest, meets_target=False, reason=(
+        f'no configuration meets the target, and no noise multiplier can '
+        f'with these settings: {e}'))
+  report = privacy_of_simulation(largest, z, delta, mechanism)
   recommended = dict(largest, noise_multiplier=z, zcdp=report['zcdp'],
                      epsilon=report['epsilon'],
                      sensitivity_squared=report['sensitivity_squared'])
@@ -103,13 +119,23 @@ def ideal_participation(population: int, rounds: int,
 
 
 def noise_for_target(*, rounds, report_goal, min_separation,
-                     max_participation, target_zcdp, delta) -> float:
-  """The z giving exactly `target_zcdp`: rho = sensitivity^2 / (2 z^2)."""
-  sens2 = privacy(rounds=rounds, report_goal=report_goal,
-                  noise_multiplier=1.0, min_separation=min_separation,
-                  max_participation=max_participation,
-                  delta=delta)['sensitivity_squared']
-  return math.sqrt(sens2 / (2 * target_zcdp))
+                     max_participation, target_zcdp, delta,
+                     mechanism: Mechanism = None,
+                     reference_noise: float = 1.0) -> float:
+  """The z giving exactly `target_zcdp`.
+
+  Every accounted mechanism's rho-zCDP is sensitivity^2 / (2 z^2) in its
+  noise multiplier z (adaptive clipping: Theorem 1's equivalent z; SecAgg:
+  the sensitivity inflated, the same for every z), so from rho at any
+  valid `reference_noise` z_0: z = z_0 sqrt(rho(z_0) / target)
+  (tests/recommend/recommend_policy_test.py checks the scaling for each).
+  """
+  rho = privacy(rounds=rounds, report_goal=report_goal,
+                noise_multiplier=reference_noise,
+                min_separation=min_separation,
+                max_participation=max_participation, delta=delta,
+                mechanism=mechanism)['zcdp']
+  return reference_noise * math.sqrt(rho / target_zcdp)
 
 
 def report_goal_candidates(smallest: int, largest: int,

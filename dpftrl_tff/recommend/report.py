@@ -13,11 +13,11 @@ import math
 import os
 from typing import Dict, List
 
-from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff import plotting
-from dpftrl_tff.run import run_directory
 from dpftrl_tff import strict_json
+from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.recommend import launch as launch_lib
+from dpftrl_tff.run import run_directory
 
 SIMULATION_FLAGFILE = 'simulation.flags'
 LAUNCH_FLAGFILE = 'launch.flags'

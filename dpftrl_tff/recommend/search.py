@@ -28,11 +28,11 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
-from dpftrl_tff.run import progress as progress_lib
 from dpftrl_tff.data import public_corpus
+from dpftrl_tff.recommend import launch as launch_lib
+from dpftrl_tff.run import progress as progress_lib
 from dpftrl_tff.run import run_directory
 from dpftrl_tff.studies import training_runs
-from dpftrl_tff.recommend import launch as launch_lib
 
 # Client and server learning rates of practice 6, in the order tried when
 # the budget allows fewer: the CPU-scale recipe's, then around it.

@@ -7,11 +7,11 @@ from typing import Any, Dict
 
 import tree
 
+from dpftrl_tff.aggregators import registry
 from dpftrl_tff.run import divergence
 from dpftrl_tff.run import evaluation
 from dpftrl_tff.run import loop
 from dpftrl_tff.run import progress
-from dpftrl_tff.aggregators import registry
 
 
 # metrics.png is redrawn at a checkpoint at most this often (matplotlib takes

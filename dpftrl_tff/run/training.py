@@ -23,23 +23,23 @@ from typing import Any, Callable, Dict, List, Optional
 from absl import logging
 import tree
 
-from dpftrl_tff.empirical import canaries as canaries_lib
-from dpftrl_tff.run import config as config_lib
+from dpftrl_tff import participation
+from dpftrl_tff import pretrained
+from dpftrl_tff import runtime
+from dpftrl_tff.aggregators import registry
 from dpftrl_tff.data import stackoverflow
+from dpftrl_tff.empirical import canaries as canaries_lib
+from dpftrl_tff.empirical import probes as probes_lib
+from dpftrl_tff.privacy import privacy_report
+from dpftrl_tff.privacy import run_privacy
+from dpftrl_tff.remote import workers as workers_lib
+from dpftrl_tff.run import config as config_lib
 from dpftrl_tff.run import evaluation
 from dpftrl_tff.run import learning_process
 from dpftrl_tff.run import loop
-from dpftrl_tff import participation
-from dpftrl_tff import pretrained
-from dpftrl_tff.privacy import privacy_report
-from dpftrl_tff.run import round_record
-from dpftrl_tff.empirical import probes as probes_lib
 from dpftrl_tff.run import provenance
+from dpftrl_tff.run import round_record
 from dpftrl_tff.run import run_directory
-from dpftrl_tff.privacy import run_privacy
-from dpftrl_tff import runtime
-from dpftrl_tff.aggregators import registry
-from dpftrl_tff.remote import workers as workers_lib
 
 TrainConfig = config_lib.TrainConfig
 HPARAMS_FILE = run_directory.HPARAMS_FILE

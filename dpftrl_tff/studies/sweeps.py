@@ -15,8 +15,8 @@ from typing import Dict, List, Sequence, Tuple
 from absl import flags
 import numpy as np
 
-from dpftrl_tff.run import config as config_lib
 from dpftrl_tff import plotting
+from dpftrl_tff.run import config as config_lib
 from dpftrl_tff.run import run_directory
 from dpftrl_tff.studies import training_runs
 

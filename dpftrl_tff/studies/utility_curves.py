@@ -13,10 +13,10 @@ from typing import Optional
 
 import numpy as np
 
-from dpftrl_tff.run import config as config_lib
 from dpftrl_tff import plotting
-from dpftrl_tff.run import run_directory
 from dpftrl_tff.data import synthetic
+from dpftrl_tff.run import config as config_lib
+from dpftrl_tff.run import run_directory
 
 
 @dataclasses.dataclass

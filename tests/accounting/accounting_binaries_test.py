@@ -8,11 +8,11 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from dpftrl_tff import accounting
-from dpftrl_tff.run import config as config_lib
-from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff import strict_json
 from dpftrl_tff.accounting import paper_tables
 from dpftrl_tff.aggregators import registry
+from dpftrl_tff.privacy import planned_privacy
+from dpftrl_tff.run import config as config_lib
 
 from tests import fixtures
 from tests.privacy import privacy_report_test

@@ -11,8 +11,8 @@ import hypothesis
 from hypothesis import strategies as st
 
 from dpftrl_tff.accounting import tree
-from tests.reference import tree_reference
 from tests.reference import tree_brute_force
+from tests.reference import tree_reference
 
 
 @st.composite

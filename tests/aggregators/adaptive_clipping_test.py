@@ -9,8 +9,8 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from dpftrl_tff import accounting
-from dpftrl_tff.run import config as config_lib
 from dpftrl_tff.aggregators import adaptive
+from dpftrl_tff.run import config as config_lib
 
 
 def numpy_algorithm_1(norms_per_round, *, initial_clip, eta, gamma, warmup,

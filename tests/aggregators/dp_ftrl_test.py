@@ -7,8 +7,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from dpftrl_tff.run import config as config_lib
 from dpftrl_tff.aggregators import dp_ftrl
+from dpftrl_tff.run import config as config_lib
 
 DIM = 20000
 

@@ -18,11 +18,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from dpftrl_tff.run import learning_process
-from dpftrl_tff.run import training
 from dpftrl_tff.aggregators import adaptive
 from dpftrl_tff.aggregators import dp_ftrl
 from dpftrl_tff.aggregators import registry
+from dpftrl_tff.run import learning_process
+from dpftrl_tff.run import training
 from tests.run import training_test
 
 _DAY_SECONDS = 86400.0

@@ -11,8 +11,8 @@ import numpy as np
 import tensorflow as tf
 
 from dpftrl_tff.data import stackoverflow
-from dpftrl_tff.run import metrics
 from dpftrl_tff.data import synthetic
+from dpftrl_tff.run import metrics
 from tests import fixtures
 
 

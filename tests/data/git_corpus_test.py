@@ -8,11 +8,11 @@ import tempfile
 from absl.testing import absltest
 import tensorflow as tf
 
-from dpftrl_tff.data import stackoverflow
+from dpftrl_tff import strict_json
 from dpftrl_tff.data import git_corpus
 from dpftrl_tff.data import git_text
 from dpftrl_tff.data import public_corpus
-from dpftrl_tff import strict_json
+from dpftrl_tff.data import stackoverflow
 from tests import fixtures
 
 _AUTHORS = [(f'Author {i}', f'author{i}@example.org') for i in range(12)]

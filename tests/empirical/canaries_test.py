@@ -10,15 +10,15 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from dpftrl_tff.empirical import canaries as canaries_lib
 from dpftrl_tff import console
-from dpftrl_tff.data import stackoverflow
-from dpftrl_tff.empirical import exposure
-from dpftrl_tff.run import learning_process
-from dpftrl_tff.privacy import privacy_report
-from dpftrl_tff.privacy import run_privacy
 from dpftrl_tff import strict_json
 from dpftrl_tff.aggregators import dp_ftrl
+from dpftrl_tff.data import stackoverflow
+from dpftrl_tff.empirical import canaries as canaries_lib
+from dpftrl_tff.empirical import exposure
+from dpftrl_tff.privacy import privacy_report
+from dpftrl_tff.privacy import run_privacy
+from dpftrl_tff.run import learning_process
 from tests import fixtures
 from tests.run import training_test
 

@@ -7,12 +7,12 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 
-from dpftrl_tff.empirical import canary_audit
-from dpftrl_tff.run import config as config_lib
-from dpftrl_tff.empirical import empirical_privacy
-from dpftrl_tff.privacy import privacy_report
 from dpftrl_tff import strict_json
 from dpftrl_tff import tff_compat
+from dpftrl_tff.empirical import canary_audit
+from dpftrl_tff.empirical import empirical_privacy
+from dpftrl_tff.privacy import privacy_report
+from dpftrl_tff.run import config as config_lib
 from tests import fixtures
 
 DELTA = 1e-5

@@ -9,9 +9,9 @@ from absl.testing import parameterized
 import numpy as np
 from tensorflow_privacy.privacy.analysis import tree_aggregation_accountant as tfp_tree
 
-from dpftrl_tff.run import config as config_lib
 from dpftrl_tff import participation
 from dpftrl_tff.privacy import run_privacy
+from dpftrl_tff.run import config as config_lib
 
 
 def _brute_force(cohorts):

@@ -3,16 +3,18 @@
 Each row of the table is run through every entry point that takes it:
 training's settings (`TrainConfig`, what run_stackoverflow, the sweeps and
 audit_mechanism make from their flags), the accountant's
-(`planned_privacy.build_report`, what privacy_accountant calls) and the
-binaries themselves for a few rows. Each accepts the row, or refuses it with
+(`planned_privacy.build_report`, what privacy_accountant calls), the
+planner's (`recommend.launch.privacy`, what plan_launch calls for each
+simulated participation) and the binaries themselves for the refused rows. Each accepts the row, or refuses it with
 the same message.
 """
 
 from absl.testing import absltest
 from absl.testing import parameterized
 
-from dpftrl_tff.run import config as config_lib
 from dpftrl_tff.privacy import planned_privacy
+from dpftrl_tff.recommend import launch
+from dpftrl_tff.run import config as config_lib
 from tests import fixtures
 
 _SECAGG = dict(secagg_scale=1000.0, clip_norm=5.0)
@@ -77,6 +79,17 @@ def accountant_verdict(aggregator, settings):
       population=10 * _REPORT_GOAL, aggregator=aggregator, **settings))
 
 
+def planner_verdict(aggregator, settings):
+  mechanism = dict(settings, aggregator=aggregator)
+  if 'secagg_scale' in settings:
+    mechanism['model_dim'] = 10000
+  return _verdict(lambda: launch.privacy(
+      rounds=_ROUNDS, report_goal=_REPORT_GOAL, noise_multiplier=_Z,
+      delta=1e-10, mechanism=mechanism,
+      **launch.ideal_participation(10 * _REPORT_GOAL, _ROUNDS,
+                                   _REPORT_GOAL)))
+
+
 def _flags(settings):
   return [f'--{k}={v}' for k, v in settings.items()]
 
@@ -86,7 +99,8 @@ class CombinationsTest(parameterized.TestCase):
   @parameterized.named_parameters(*TABLE)
   def test_every_entry_point_agrees(self, aggregator, settings, refusal):
     verdicts = {'training': training_verdict(aggregator, settings),
-                'accountant': accountant_verdict(aggregator, settings)}
+                'accountant': accountant_verdict(aggregator, settings),
+                'planner': planner_verdict(aggregator, settings)}
     for entry, verdict in verdicts.items():
       if refusal is None:
         self.assertIsNone(verdict, entry)
@@ -94,6 +108,7 @@ class CombinationsTest(parameterized.TestCase):
         self.assertIsNotNone(verdict, f'{entry} accepted it')
         self.assertIn(refusal, verdict, entry)
     self.assertEqual(verdicts['training'], verdicts['accountant'])
+    self.assertEqual(verdicts['training'], verdicts['planner'])
 
 
 # Rows the binaries refuse, each binary in one process.
@@ -106,6 +121,22 @@ class AccountantBinaryTest(fixtures.BadInputTest):
   CASES = tuple(
       (name, [f'--rounds={_ROUNDS}', f'--noise_multiplier={_Z}',
               f'--report_goal={_REPORT_GOAL}', '--model_dim=10000',
+              f'--aggregator={aggregator}'] + _flags(settings), refusal)
+      for name, aggregator, settings, refusal in _REFUSED)
+
+  @parameterized.named_parameters(*fixtures.case_parameters(CASES))
+  def test_refused_as_everywhere(self, case, expected):
+    self.check_refused(case, expected)
+
+
+class PlanLaunchBinaryTest(fixtures.BadInputTest):
+  MODULE = 'experiments.plan_launch'
+  RETURNCODE = 2
+  CASES = tuple(
+      (name, [f'--population={10 * _REPORT_GOAL}', f'--rounds={_ROUNDS}',
+              f'--report_goals={_REPORT_GOAL}', f'--noise_multiplier={_Z}',
+              f'--reference_report_goal={_REPORT_GOAL}',
+              '--participation=min_sep_groups', '--model_dim=10000',
               f'--aggregator={aggregator}'] + _flags(settings), refusal)
       for name, aggregator, settings, refusal in _REFUSED)
 

@@ -5,6 +5,8 @@ from absl.testing import parameterized
 
 from dpftrl_tff import accounting
 from dpftrl_tff import strict_json
+from dpftrl_tff.privacy import planned_privacy
+from dpftrl_tff.recommend import launch
 from tests import fixtures
 
 
@@ -50,6 +52,58 @@ class PlanLaunchTest(parameterized.TestCase):
               min_separation=c['observed_min_separation'],
               with_epsilon=False).zcdp, 5.0, places=9)
     self.assertIn('recommendation', report)
+
+  @parameterized.named_parameters(
+      ('adaptive', ['--aggregator=dp_ftrl_adaptive',
+                    '--restart_warmup=40', '--restart_frequency=100'],
+       dict(aggregator='dp_ftrl_adaptive', restart_warmup=40,
+            restart_frequency=100)),
+      ('blt', ['--aggregator=dp_ftrl_blt', '--blt_num_buffers=2'],
+       dict(aggregator='dp_ftrl_blt', blt_num_buffers=2)),
+      ('tree_secagg', ['--secagg_scale=1000', '--clip_norm=5',
+                       '--model_dim=10000'],
+       dict(aggregator='dp_ftrl', secagg_scale=1000.0, clip_norm=5.0,
+            model_dim=10000)))
+  def test_any_mechanism_is_planned_as_the_accountant_accounts_it(
+      self, args, mechanism):
+    proc = _run('--population=2000', '--report_goals=100', '--rounds=300',
+                '--participation=min_sep_groups', '--noise_multiplier=3',
+                '--reference_report_goal=100', '--target_zcdp=2',
+                '--json', *args)
+    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    report = strict_json.loads(proc.stdout)
+    (c,) = report['candidates']
+    self.assertEqual({k: report['mechanism'][k] for k in mechanism},
+                     mechanism)
+    participation = dict(min_separation=c['observed_min_separation'],
+                         max_participation=c['observed_max_participation'])
+    expected = planned_privacy.build_report(
+        rounds=300, noise_multiplier=3.0, report_goal=100, **participation,
+        **mechanism)
+    self.assertEqual(c['zcdp'], expected['zcdp'])
+    self.assertEqual(c['epsilon'], expected['epsilon'])
+    at_target = planned_privacy.build_report(
+        rounds=300, noise_multiplier=c['noise_multiplier_for_target'],
+        report_goal=100, **participation, **mechanism)
+    self.assertAlmostEqual(at_target['zcdp'], 2.0, places=9)
+
+  @parameterized.named_parameters(
+      ('tree', dict(aggregator='dp_ftrl')),
+      ('adaptive', dict(aggregator='dp_ftrl_adaptive')),
+      ('blt', dict(aggregator='dp_ftrl_blt')),
+      ('secagg', dict(aggregator='dp_ftrl_blt', secagg_scale=64.0,
+                      clip_norm=1.0, model_dim=1000)))
+  def test_zcdp_scales_as_one_over_z_squared(self, mechanism):
+    """`launch.noise_for_target` relies on rho(z) z^2 being constant."""
+    args = dict(rounds=120, report_goal=100, min_separation=9,
+                max_participation=12, delta=1e-10, mechanism=mechanism)
+    rhos = {z: launch.privacy(noise_multiplier=z, **args)['zcdp']
+            for z in (0.5, 1.0, 3.0)}
+    for z, rho in rhos.items():
+      self.assertAlmostEqual(rho * z ** 2 / (rhos[1.0]), 1.0, places=12)
+    z = launch.noise_for_target(target_zcdp=5.0, reference_noise=3.0, **args)
+    self.assertAlmostEqual(
+        launch.privacy(noise_multiplier=z, **args)['zcdp'], 5.0, places=12)
 
   def test_recommendation_without_a_meeting_candidate_has_its_own_privacy(
       self):

@@ -20,14 +20,14 @@ import portpicker
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from dpftrl_tff.data import stackoverflow
-from dpftrl_tff.run import learning_process
-from dpftrl_tff.run import run_directory
 from dpftrl_tff import runtime
-from dpftrl_tff.run import training
+from dpftrl_tff.data import stackoverflow
 from dpftrl_tff.remote import context as context_lib
 from dpftrl_tff.remote import rounds
 from dpftrl_tff.remote import workers as workers_lib
+from dpftrl_tff.run import learning_process
+from dpftrl_tff.run import run_directory
+from dpftrl_tff.run import training
 from dpftrl_tff.tff_compat import resident
 from dpftrl_tff.tff_compat import worker as worker_patch
 from tests import fixtures

@@ -9,9 +9,9 @@ from absl.testing import absltest
 import numpy as np
 
 from dpftrl_tff import console
+from dpftrl_tff import strict_json
 from dpftrl_tff.run import divergence
 from dpftrl_tff.run import run_directory
-from dpftrl_tff import strict_json
 from tests import fixtures
 from tests.run import training_test
 

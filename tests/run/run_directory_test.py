@@ -13,8 +13,8 @@ from absl.testing import absltest
 import numpy as np
 
 from dpftrl_tff import console
-from dpftrl_tff.run import run_directory
 from dpftrl_tff import strict_json
+from dpftrl_tff.run import run_directory
 from tests import fixtures
 
 

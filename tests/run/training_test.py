@@ -16,12 +16,12 @@ from absl.testing import parameterized
 import numpy as np
 
 from dpftrl_tff import console
-from dpftrl_tff.data import stackoverflow
-from dpftrl_tff.run import learning_process
 from dpftrl_tff import runtime
-from dpftrl_tff.privacy import run_privacy
 from dpftrl_tff import strict_json
+from dpftrl_tff.data import stackoverflow
 from dpftrl_tff.data import synthetic
+from dpftrl_tff.privacy import run_privacy
+from dpftrl_tff.run import learning_process
 from dpftrl_tff.run import training
 from dpftrl_tff.tff_compat import worker
 from tests import fixtures

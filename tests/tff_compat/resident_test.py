@@ -10,10 +10,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from dpftrl_tff.run import learning_process
 from dpftrl_tff import runtime
-from dpftrl_tff.run import training
 from dpftrl_tff.aggregators import registry
+from dpftrl_tff.run import learning_process
+from dpftrl_tff.run import training
 from dpftrl_tff.tff_compat import resident
 from tests import fixtures
 
