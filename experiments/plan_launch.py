@@ -133,7 +133,7 @@ def _target_zcdp():
     if not _TARGET_EPS.value > 0:
       raise ValueError(f'--target_epsilon must be > 0, got '
                        f'{_TARGET_EPS.value}.')
-    return accounting.zcdp_for_epsilon(_TARGET_EPS.value, _DELTA.value)
+    return accounting.zcdp_within_epsilon(_TARGET_EPS.value, _DELTA.value)
   return None
 
 

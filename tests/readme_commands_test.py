@@ -20,6 +20,7 @@ from absl.testing import absltest
 
 from tests import fixtures
 from tests.data import git_corpus_test
+from tests.recommend import recommend_test
 
 _NOT_RUN = {
     'make test': 'the test suite itself',
@@ -151,8 +152,14 @@ class GitHistoryCommandsTest(absltest.TestCase):
     self.assertLen(outputs, 4)
     self.assertTrue(os.path.isfile(os.path.join(
         work, 'corpora', 'git', 'stackoverflow.sqlite')))
-    self.assertTrue(os.path.isfile(os.path.join(
-        work, 'runs', 'git_recommend', 'recommendation.json')))
+    (recommend,) = [c for c in outputs if 'experiments.recommend' in c]
+    extra, _ = _rule(recommend)
+    recommend_test.check_recommendation(
+        self, os.path.join(work, 'runs', 'git_recommend'),
+        lambda: subprocess.run(
+            ['bash', '-c', f'{recommend} {extra}'], cwd=work,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
+            capture_output=True, text=True, timeout=600))
 
 
 class OtherBinariesCommandsTest(absltest.TestCase):

@@ -3,7 +3,8 @@
 Public API:
   compute_zcdp_single_tree, compute_zcdp_with_restarts,
   max_sensitivity_squared, paper_restart_rounds  (tree.py)
-  epsilon_pld, epsilon_closed_form, zcdp_for_epsilon (conversions.py)
+  epsilon_pld, epsilon_closed_form, zcdp_for_epsilon, zcdp_within_epsilon
+  (conversions.py)
   value_noise_multiplier, equivalent_noise_multiplier (adaptive.py, Thm. 1)
   inflated_clip_norm, linf_bound, modulus, bits_per_parameter (secagg.py)
   max_min_separation, worst_case_max_participation (population.py)
@@ -27,6 +28,7 @@ from dpftrl_tff.accounting.conversions import epsilon_analytic_gaussian
 from dpftrl_tff.accounting.conversions import epsilon_closed_form
 from dpftrl_tff.accounting.conversions import epsilon_pld
 from dpftrl_tff.accounting.conversions import zcdp_for_epsilon
+from dpftrl_tff.accounting.conversions import zcdp_within_epsilon
 from dpftrl_tff.accounting.population import max_min_separation
 from dpftrl_tff.accounting.population import worst_case_max_participation
 from dpftrl_tff.accounting.secagg import bits_per_parameter

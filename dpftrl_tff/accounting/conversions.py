@@ -113,3 +113,27 @@ def zcdp_for_epsilon(epsilon: float, delta: float = DEFAULT_DELTA) -> float:
     hi *= 2.0
   return optimize.brentq(lambda r: epsilon_analytic_gaussian(r, delta) -
                          epsilon, 0.0, hi, xtol=1e-12, rtol=1e-12)
+
+
+# A target's rho is lowered by this much more, so that a rho computed back
+# from a noise multiplier chosen for it (equal up to floating point) still
+# reports an epsilon within the target.
+_TARGET_MARGIN = 1e-8
+
+
+def zcdp_within_epsilon(epsilon: float,
+                        delta: float = DEFAULT_DELTA) -> float:
+  """A planning target: the largest rho (to about 1e-8 relative) whose
+  reported epsilon, `epsilon_pld` (the figure every report prints), is at
+  most `epsilon` at `delta`, with room for floating point.
+
+  PLD is pessimistic, so at the exact inverse (`zcdp_for_epsilon`) it may
+  print a hair above the target (10.00000006 for 10): a plan that meets
+  the rho it returns never claims a target its own report contradicts.
+  """
+  rho = zcdp_for_epsilon(epsilon, delta)
+  step = _TARGET_MARGIN
+  while epsilon_pld(rho * (1 + _TARGET_MARGIN), delta) > epsilon:
+    rho *= 1 - step
+    step *= 2
+  return rho

@@ -30,7 +30,7 @@ def least_noise_per_client(request: search_lib.Request,
 
 def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
   """Runs every stage; returns the recommendation (recommendation.json)."""
-  target_zcdp = accounting.zcdp_for_epsilon(request.target_epsilon,
+  target_zcdp = accounting.zcdp_within_epsilon(request.target_epsilon,
                                             request.delta)
   budget = search_lib.plan_budget(
       request, round_seconds=search_lib.estimate_round_seconds(request),
@@ -125,7 +125,7 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
       request=request, budget=budget, search=search, lr_rows=lr_rows,
       best=best, clip_norm=clip, no_dp=no_dp, unigram=unigram,
       target=target, noise_rows=noise_rows, chosen=chosen,
-      meets_utility=meets_utility, plan=plan, target_zcdp=target_zcdp,
+      meets_utility=meets_utility, plan=plan,
       least_noise_per_client=noise_per_client,
       stopped_by_budget=stopped_by_budget)
   report_lib.write(request.output_dir, result, plan=plan)

@@ -201,7 +201,7 @@ class Search:
     self.request = request
     self.budget = budget
     self.print = print_fn
-    self.runs_dir = os.path.join(request.output_dir, 'runs')
+    self.runs_dir = os.path.abspath(os.path.join(request.output_dir, 'runs'))
     self.pretrained_dir = None
     self.started = time.monotonic()
     self.simulations_done = 0

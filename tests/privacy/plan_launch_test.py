@@ -167,6 +167,18 @@ class ConversionTest(absltest.TestCase):
         self.assertAlmostEqual(accounting.epsilon_pld(rho, 1e-10), eps,
                                delta=0.01)
 
+  def test_a_target_rho_reports_an_epsilon_within_the_target(self):
+    # PLD, what reports print, is pessimistic: at the exact inverse it can
+    # sit a hair above the target (10.00000006 for 10 was seen).
+    for eps, delta in ((10.0, 1e-10), (0.99, 1e-10), (8.9, 1e-5),
+                       (30.0, 1e-10)):
+      exact = accounting.zcdp_for_epsilon(eps, delta)
+      rho = accounting.zcdp_within_epsilon(eps, delta)
+      self.assertLessEqual(rho, exact)
+      self.assertGreater(rho, exact * (1 - 1e-6))
+      self.assertLessEqual(accounting.epsilon_pld(rho * (1 + 1e-8), delta),
+                           eps)
+
 
 if __name__ == '__main__':
   absltest.main()
