@@ -108,6 +108,35 @@ class PreprocessTest(parameterized.TestCase):
     top1.update_state(tf.constant(y_true), tf.constant(logits))
     self.assertLessEqual(float(top1.result()), float(metric.result()))
 
+  def test_masked_cross_entropy_against_numpy_and_the_standard_loss(self):
+    rng = np.random.default_rng(1)
+    y_true = rng.integers(0, 50, size=(4, 7))
+    y_true[0, 3:] = 0   # pad targets do not count
+    logits = (5 * rng.normal(size=(4, 7, 50))).astype(np.float32)
+    shifted = logits.astype(np.float64) - logits.max(-1, keepdims=True)
+    per = (np.log(np.exp(shifted).sum(-1)) -
+           np.take_along_axis(shifted, y_true[..., None], -1)[..., 0])
+    keep = y_true != 0
+    loss_fn = metrics.MaskedCrossEntropy()
+    self.assertAlmostEqual(
+        float(loss_fn(tf.constant(y_true), tf.constant(logits))),
+        per[keep].mean(), delta=1e-5 * per[keep].mean())
+    # Value and gradient equal the standard sparse cross-entropy's.
+    logits_var = tf.Variable(logits)
+    grads = []
+    for fn in (lambda: loss_fn(tf.constant(y_true), logits_var),
+               lambda: tf.math.divide_no_nan(tf.reduce_sum(
+                   tf.keras.losses.sparse_categorical_crossentropy(
+                       y_true, logits_var, from_logits=True) * keep),
+                   float(keep.sum()))):
+      with tf.GradientTape() as tape:
+        value = fn()
+      grads.append((float(value), tape.gradient(value, logits_var).numpy()))
+    (ours, our_grad), (standard, standard_grad) = grads
+    self.assertAlmostEqual(ours, standard, delta=1e-5 * standard)
+    np.testing.assert_allclose(our_grad, standard_grad, rtol=1e-5,
+                               atol=1e-7)
+
   def test_word_count_file(self):
     path = os.path.join(tempfile.mkdtemp(), 'wc')
     with open(path, 'w') as f:
