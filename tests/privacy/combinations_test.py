@@ -115,50 +115,57 @@ class CombinationsTest(parameterized.TestCase):
 _REFUSED = [row for row in TABLE if row[3] is not None][:5]
 
 
-class AccountantBinaryTest(fixtures.BadInputTest):
-  MODULE = 'experiments.privacy_accountant'
-  RETURNCODE = 2
-  CASES = tuple(
-      (name, [f'--rounds={_ROUNDS}', f'--noise_multiplier={_Z}',
-              f'--report_goal={_REPORT_GOAL}', '--model_dim=10000',
-              f'--aggregator={aggregator}'] + _flags(settings), refusal)
-      for name, aggregator, settings, refusal in _REFUSED)
-
-  @parameterized.named_parameters(*fixtures.case_parameters(CASES))
-  def test_refused_as_everywhere(self, case, expected):
-    self.check_refused(case, expected)
-
-
-class PlanLaunchBinaryTest(fixtures.BadInputTest):
-  MODULE = 'experiments.plan_launch'
-  RETURNCODE = 2
-  CASES = tuple(
-      (name, [f'--population={10 * _REPORT_GOAL}', f'--rounds={_ROUNDS}',
-              f'--report_goals={_REPORT_GOAL}', f'--noise_multiplier={_Z}',
-              f'--reference_report_goal={_REPORT_GOAL}',
-              '--participation=min_sep_groups', '--model_dim=10000',
-              f'--aggregator={aggregator}'] + _flags(settings), refusal)
-      for name, aggregator, settings, refusal in _REFUSED)
-
-  @parameterized.named_parameters(*fixtures.case_parameters(CASES))
-  def test_refused_as_everywhere(self, case, expected):
-    self.check_refused(case, expected)
-
-
-class AuditBinaryTest(fixtures.BadInputTest):
-  MODULE = 'experiments.audit_mechanism'
-  RETURNCODE = 2
-  CASES = tuple(
-      (name, [f'--total_rounds={_ROUNDS}', f'--noise_multiplier={_Z}',
-              f'--clients_per_round={_REPORT_GOAL}',
-              f'--aggregator={aggregator}']
-       + (['--secagg'] if 'secagg_scale' in settings else [])
+def _refused_cases(base_flags, secagg_flag=()):
+  """The refused rows as one binary's bad-input cases: its own flags for
+  the row's numbers, then the row's mechanism and settings."""
+  return tuple(
+      (name, base_flags + [f'--aggregator={aggregator}']
+       + (list(secagg_flag) if 'secagg_scale' in settings else [])
        + _flags(settings), refusal)
       for name, aggregator, settings, refusal in _REFUSED)
 
-  @parameterized.named_parameters(*fixtures.case_parameters(CASES))
-  def test_refused_as_everywhere(self, case, expected):
-    self.check_refused(case, expected)
+
+class _RefusedEverywhere(fixtures.BadInputTest):
+  RETURNCODE = 2
+  CASES = ()
+
+  def check_cases(self):
+    for name, _, expected in self.CASES:
+      with self.subTest(name):
+        self.check_refused(name, expected)
+
+
+class AccountantBinaryTest(_RefusedEverywhere):
+  MODULE = 'experiments.privacy_accountant'
+  CASES = _refused_cases([f'--rounds={_ROUNDS}', f'--noise_multiplier={_Z}',
+                          f'--report_goal={_REPORT_GOAL}',
+                          '--model_dim=10000'])
+
+  def test_refused_as_everywhere(self):
+    self.check_cases()
+
+
+class PlanLaunchBinaryTest(_RefusedEverywhere):
+  MODULE = 'experiments.plan_launch'
+  CASES = _refused_cases([
+      f'--population={10 * _REPORT_GOAL}', f'--rounds={_ROUNDS}',
+      f'--report_goals={_REPORT_GOAL}', f'--noise_multiplier={_Z}',
+      f'--reference_report_goal={_REPORT_GOAL}',
+      '--participation=min_sep_groups', '--model_dim=10000'])
+
+  def test_refused_as_everywhere(self):
+    self.check_cases()
+
+
+class AuditBinaryTest(_RefusedEverywhere):
+  MODULE = 'experiments.audit_mechanism'
+  CASES = _refused_cases([f'--total_rounds={_ROUNDS}',
+                          f'--noise_multiplier={_Z}',
+                          f'--clients_per_round={_REPORT_GOAL}'],
+                         secagg_flag=['--secagg'])
+
+  def test_refused_as_everywhere(self):
+    self.check_cases()
 
 
 if __name__ == '__main__':
