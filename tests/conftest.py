@@ -44,24 +44,26 @@ def pytest_sessionfinish(session, exitstatus):
 
 # The classes that take longest go first: pytest-xdist hands out test
 # classes (--dist loadscope) in collection order, so a long class collected
-# last would run alone at the end while the other worker idles. Measured on
-# 2026-11-25 (seconds, 2-core VM): utility curves on a git corpus 140-200,
-# training loop about 250 in all, remote rounds about 240, README binaries
-# about 90, training binary about 150, reproduce_participation 65, noise sweep 72, README git commands 46,
-# canaries in training about 95, reproduce_exposure about 80.
+# last would run alone at the end while the other workers idle. Order by
+# the fresh-clone CI of 2026-11-27 (seconds, 2-core VM, 3 workers): README's
+# git commands with the recommend tool's end-to-end checks 156, remote
+# rounds about 130, the training loop about 120, README's other binaries 65,
+# utility curves on a git corpus 61, noise sweep 60, reproduce_exposure 59,
+# canaries in training about 70, the training binary about 75.
 _SLOW_FIRST = (
-    'tests/studies/utility_curves_test.py::ReproduceUtilityCurvesGitTest',
-    'tests/run/training_test.py::TrainingLoopTest',
+    'tests/readme_commands_test.py::GitHistoryCommandsTest',
     'tests/remote/remote_test.py::RemoteTest',
+    'tests/run/training_test.py::TrainingLoopTest',
     'tests/run/training_test.py::BinaryTest',
-    'tests/run/training_test.py::LostWorkerTest',
+    'tests/readme_commands_test.py::OtherBinariesCommandsTest',
+    'tests/studies/utility_curves_test.py::ReproduceUtilityCurvesGitTest',
+    'tests/studies/noise_sweep_test.py::NoiseSweepBinaryTest',
+    'tests/empirical/exposure_binary_test.py::ReproduceExposureTest',
     'tests/empirical/canaries_test.py::CanaryTrainingTest',
     'tests/empirical/canaries_test.py::BrokenMechanismInTrainingTest',
-    'tests/empirical/exposure_binary_test.py::ReproduceExposureTest',
-    'tests/readme_commands_test.py::OtherBinariesCommandsTest',
-    'tests/studies/noise_sweep_test.py::NoiseSweepBinaryTest',
+    'tests/aggregators/noise_seed_test.py::TrainingSeedTest',
+    'tests/run/training_test.py::LostWorkerTest',
     'tests/privacy/plan_launch_test.py::ReproduceParticipationTest',
-    'tests/readme_commands_test.py::GitHistoryCommandsTest',
 )
 
 
