@@ -139,7 +139,8 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
                  restart_frequency=_DEFAULTS.restart_frequency,
                  clipped_count_stddev=None, secagg_scale=None,
                  model_dim=None, clip_norm=None, blt_params=None,
-                 blt_num_buffers=None, blt_error=_DEFAULTS.blt_error):
+                 blt_num_buffers=None, blt_error=_DEFAULTS.blt_error,
+                 with_epsilon=True):
   """Validates flag values and returns the report as a dict.
 
   `aggregator` names the mechanism as training does (--aggregator):
@@ -147,7 +148,8 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   dp_ftrl_adaptive (Algorithm 1: tree restarts at `restart_warmup` +
   `restart_frequency` i, as training accounts them, unless `restart_rounds`
   gives others; sigma_b `clipped_count_stddev`, default report_goal / 20)
-  or dp_ftrl_blt (BLT noise).
+  or dp_ftrl_blt (BLT noise). `with_epsilon=False` leaves out the epsilon
+  (PLD, the slow part) where only rho is needed.
   """
   mechanism = _mechanism(aggregator)
   adaptive_clipping = mechanism.estimates_clip
@@ -190,7 +192,8 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
       max_participation=max_participation, min_separation=min_separation,
       restart_rounds=restarts, delta=delta,
       clipped_count_stddev=clipped_count_stddev, secagg_scale=secagg_scale,
-      model_dim=model_dim, clip_norm=clip_norm, blt=blt).as_dict()
+      model_dim=model_dim, clip_norm=clip_norm, blt=blt,
+      with_epsilon=with_epsilon).as_dict()
   if optimized is not None:
     report['blt'] = optimized.as_dict()
   report.update(

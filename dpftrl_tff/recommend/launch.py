@@ -32,14 +32,15 @@ MAX_SIMULATED_REPORT_GOALS = 5
 
 def privacy(*, rounds: int, report_goal: int, noise_multiplier: float,
             min_separation: int, max_participation: int,
-            delta: float, mechanism: Mechanism = None) -> Dict:
+            delta: float, mechanism: Mechanism = None,
+            with_epsilon: bool = True) -> Dict:
   """The accountant's report (`privacy_accountant`, by default with
   --aggregator=dp_ftrl); a mechanism's settings are validated there, as
   training validates them."""
   return planned_privacy.build_report(
       rounds=rounds, noise_multiplier=noise_multiplier,
       min_separation=min_separation, max_participation=max_participation,
-      report_goal=report_goal, delta=delta,
+      report_goal=report_goal, delta=delta, with_epsilon=with_epsilon,
       **(mechanism or dict(aggregator=AGGREGATOR)))
 
 
@@ -130,12 +131,17 @@ def noise_for_target(*, rounds, report_goal, min_separation,
   valid `reference_noise` z_0: z = z_0 sqrt(rho(z_0) / target)
   (tests/recommend/recommend_policy_test.py checks the scaling for each).
   """
-  rho = privacy(rounds=rounds, report_goal=report_goal,
-                noise_multiplier=reference_noise,
-                min_separation=min_separation,
-                max_participation=max_participation, delta=delta,
-                mechanism=mechanism)['zcdp']
-  return reference_noise * math.sqrt(rho / target_zcdp)
+  args = dict(rounds=rounds, report_goal=report_goal,
+              min_separation=min_separation,
+              max_participation=max_participation, delta=delta,
+              mechanism=mechanism, with_epsilon=False)
+  rho = privacy(noise_multiplier=reference_noise, **args)['zcdp']
+  z = reference_noise * math.sqrt(rho / target_zcdp)
+  # Validated at z as the accountant validates it (adaptive clipping: no z
+  # at or above 2 sigma_b), so an infeasible target raises here, naming
+  # the flag, rather than where the z is used.
+  privacy(noise_multiplier=z, **args)
+  return z
 
 
 def report_goal_candidates(smallest: int, largest: int,
@@ -160,7 +166,8 @@ def smallest_report_goal(*, noise_per_client, population, rounds,
 
   def zcdp_of(m, z):
     return privacy(rounds=rounds, report_goal=m, noise_multiplier=z,
-                   delta=delta, **participation_of(m))['zcdp']
+                   delta=delta, with_epsilon=False,
+                   **participation_of(m))['zcdp']
 
   def noise_for(m, rho):
     return noise_for_target(rounds=rounds, report_goal=m,

@@ -87,6 +87,23 @@ class PlanLaunchTest(parameterized.TestCase):
         report_goal=100, **participation, **mechanism)
     self.assertAlmostEqual(at_target['zcdp'], 2.0, places=9)
 
+  def test_an_adaptive_target_no_noise_can_meet_is_said_so(self):
+    # sigma_b = 5 (report goal 100 / 20): Theorem 1 needs z < 2 sigma_b, and
+    # rho 0.5 needs z near 10.5 here.
+    proc = _run('--population=2000', '--report_goals=100', '--rounds=300',
+                '--participation=min_sep_groups', '--noise_multiplier=3',
+                '--reference_report_goal=100', '--target_zcdp=0.5',
+                '--aggregator=dp_ftrl_adaptive', '--restart_warmup=40',
+                '--restart_frequency=100', '--json')
+    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    report = strict_json.loads(proc.stdout)
+    (c,) = report['candidates']
+    self.assertIsNone(c['noise_multiplier_for_target'])
+    self.assertIn('--clipped_count_stddev', c['noise_for_target_unreachable'])
+    rec = report['recommendation']
+    self.assertFalse(rec['meets_target'])
+    self.assertIn('no noise multiplier can', rec['reason'])
+
   @parameterized.named_parameters(
       ('tree', dict(aggregator='dp_ftrl')),
       ('adaptive', dict(aggregator='dp_ftrl_adaptive')),
