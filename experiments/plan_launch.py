@@ -173,20 +173,21 @@ def plan():
   checks.check_noise_multiplier(_NOISE.value, positive=True)
   target = _target_zcdp()
   mechanism = _mechanism()
-  for m in report_goals:
+  # The same noise per client at every report goal (paper Sec. 2.2).
+  noise_of = {m: _NOISE.value * m / _REFERENCE.value for m in report_goals}
+  for m, z in noise_of.items():
     if m > _POPULATION.value:
       raise ValueError(f'--report_goals: {m} is above --population='
                        f'{_POPULATION.value}.')
     # The mechanism's settings, refused before any simulation as the
     # accountant refuses them (at the participation the population allows).
-    launch.privacy(rounds=_ROUNDS.value, report_goal=m,
-                   noise_multiplier=_NOISE.value * m / _REFERENCE.value,
+    launch.privacy(rounds=_ROUNDS.value, report_goal=m, noise_multiplier=z,
                    delta=_DELTA.value, mechanism=mechanism,
+                   with_epsilon=False,
                    **launch.ideal_participation(_POPULATION.value,
                                                 _ROUNDS.value, m))
   candidates = []
-  for m in report_goals:
-    z = _NOISE.value * m / _REFERENCE.value
+  for m, z in noise_of.items():
     for hours in timers:
       timer = config_lib.from_flags(_TIMER, participation.TimerSettings)
       sim = participation.simulate(

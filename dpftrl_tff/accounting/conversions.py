@@ -135,5 +135,5 @@ def zcdp_within_epsilon(epsilon: float,
   step = _TARGET_MARGIN
   while epsilon_pld(rho * (1 + _TARGET_MARGIN), delta) > epsilon:
     rho *= 1 - step
-    step *= 2
+    step = min(2 * step, 0.5)
   return rho

@@ -129,7 +129,7 @@ def noise_for_target(*, rounds, report_goal, min_separation,
   noise multiplier z (adaptive clipping: Theorem 1's equivalent z; SecAgg:
   the sensitivity inflated, the same for every z), so from rho at any
   valid `reference_noise` z_0: z = z_0 sqrt(rho(z_0) / target)
-  (tests/recommend/recommend_policy_test.py checks the scaling for each).
+  (tests/privacy/plan_launch_test.py checks the scaling for each).
   """
   args = dict(rounds=rounds, report_goal=report_goal,
               min_separation=min_separation,
