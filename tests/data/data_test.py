@@ -169,6 +169,93 @@ class EvalDatasetTest(absltest.TestCase):
     self.assertEqual(count(), 57)
 
 
+def _serialized(sentences):
+  return tf.data.Dataset.from_tensor_slices([
+      stackoverflow.serialize_example(tokens=t, date='2020-01-01',
+                                      kind='question')
+      for t in sentences] or tf.zeros([0], tf.string))
+
+
+def _parsed(serialized):
+  return serialized.map(lambda blob: tf.io.parse_example(
+      blob, {'tokens': tf.io.FixedLenFeature([], tf.string)}))
+
+
+def _batches(dataset):
+  return [(x.numpy(), y.numpy()) for x, y in dataset]
+
+
+class FunctionFreeClientPipelineTest(parameterized.TestCase):
+  """`from_serialized` gives `preprocess`'s batches without dataset
+  functions (TFF's worker instantiates those for every client)."""
+
+  @parameterized.named_parameters(
+      ('plain', dict()),
+      ('capped_epochs', dict(max_elements_per_client=3, num_epochs=3,
+                             batch_size=2)),
+      ('uncapped', dict(max_elements_per_client=0, batch_size=5)),
+      ('shuffled', dict(shuffle_buffer_size=100, max_elements_per_client=4)),
+      ('long_sentences', dict(sequence_length=2)),
+  )
+  def test_same_batches_as_the_parsing_pipeline(self, kwargs):
+    vocab = ['a', 'b', 'c', 'd']
+    sentences = ['a b zz', 'c c c c c c', '', 'd', 'a b', 'b a d c',
+                 'zz yy', 'c']
+    pre = stackoverflow.build_preprocess_fn(vocab, **dict(
+        dict(sequence_length=4, batch_size=3), **kwargs))
+    for seed in (None, 7, 123456789):
+      expected = _batches(pre(_parsed(_serialized(sentences)), seed))
+      actual = _batches(pre.from_serialized(_serialized(sentences), seed))
+      self.assertLen(actual, len(expected))
+      for (ex, ey), (ax, ay) in zip(expected, actual):
+        np.testing.assert_array_equal(ax, ex)
+        np.testing.assert_array_equal(ay, ey)
+
+  def test_empty_client(self):
+    pre = stackoverflow.build_preprocess_fn(['a'], sequence_length=3)
+    ds = pre.from_serialized(_serialized([]))
+    self.assertEqual(_batches(ds), [])
+    self.assertEqual(ds.element_spec, pre(_parsed(_serialized(['a']))
+                                          ).element_spec)
+
+  def test_generated_database_through_tffs_loader(self):
+    train, _, _ = stackoverflow.load_stackoverflow(generated_cache())
+    serialized_fn = stackoverflow.serialized_examples_fn(train)
+    self.assertIsNotNone(serialized_fn)
+    vocab = stackoverflow.load_vocab(generated_cache(), 200)
+    pre = stackoverflow.build_preprocess_fn(
+        vocab, max_elements_per_client=16, batch_size=4,
+        shuffle_buffer_size=50)
+    for client in train.client_ids[:5]:
+      expected = _batches(pre(train.create_tf_dataset_for_client(client), 5))
+      actual = _batches(pre.from_serialized(
+          serialized_fn(tf.constant(client)), 5))
+      self.assertNotEmpty(expected)
+      self.assertEqual(len(actual), len(expected))
+      for (ex, ey), (ax, ay) in zip(expected, actual):
+        np.testing.assert_array_equal(ax, ex)
+        np.testing.assert_array_equal(ay, ey)
+
+  def test_other_client_data_has_no_serialized_source(self):
+    train, _, _ = stackoverflow.load_stackoverflow(generated_cache())
+    self.assertIsNone(stackoverflow.serialized_examples_fn(
+        train.preprocess(lambda ds: ds)))
+    self.assertIsNone(stackoverflow.serialized_examples_fn(object()))
+
+  def test_client_dataset_computation_calls_no_function(self):
+    train, _, _ = stackoverflow.load_stackoverflow(generated_cache())
+    vocab = stackoverflow.load_vocab(generated_cache(), 200)
+    pre = stackoverflow.build_preprocess_fn(vocab, shuffle_buffer_size=10)
+    computation = stackoverflow.build_client_dataset_computation(train, pre)
+    graph = tf.compat.v1.GraphDef()
+    computation.to_building_block().proto.tensorflow.graph_def.Unpack(graph)
+    self.assertEmpty(graph.library.function)
+    ops = {n.op for n in graph.node}
+    self.assertIn('SqlDataset', ops)
+    self.assertNotIn('MapDataset', ops)
+    self.assertNotIn('ParallelMapDatasetV2', ops)
+
+
 class ClientShuffleTest(absltest.TestCase):
 
   def _first_batch(self, key, buffer_size):
