@@ -47,6 +47,52 @@ class CIFGTest(parameterized.TestCase):
         layer(x).numpy(), numpy_cifg(x, kernel, recurrent, bias, projection),
         rtol=1e-4, atol=1e-5)
 
+  @parameterized.named_parameters(('small', 7, 5, 4, 6), ('wide', 40, 12, 9, 20))
+  def test_unrolled_layer_equals_the_keras_rnn(self, units, proj, emb, steps):
+    rng = np.random.default_rng(1)
+    rnn = tf.keras.layers.RNN(models.CIFGCell(units, proj),
+                              return_sequences=True)
+    unrolled = models.UnrolledCIFG(units, proj)
+    x = tf.constant(rng.normal(size=(3, steps, emb)).astype(np.float32))
+    rnn(x)
+    unrolled(x)
+    weights = [rng.normal(scale=0.5, size=w.shape).astype(np.float32)
+               for w in rnn.get_weights()]
+    rnn.set_weights(weights)
+    unrolled.set_weights(weights)   # Same weights, same order.
+    self.assertEqual([w.shape for w in unrolled.trainable_weights],
+                     [w.shape for w in rnn.trainable_weights])
+    upstream = tf.constant(rng.normal(size=(3, steps, proj)), tf.float32)
+    results = []
+    for layer in (rnn, unrolled):
+      with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = layer(x)
+        loss = tf.reduce_sum(y * upstream)
+      grads = tape.gradient(loss, [x] + layer.trainable_weights)
+      results.append([y] + grads)
+    for expected, actual in zip(*results):
+      # float32 rounding, summed in another order, through L steps.
+      expected = expected.numpy()
+      np.testing.assert_allclose(actual.numpy(), expected, rtol=1e-4,
+                                 atol=1e-5 * np.max(np.abs(expected)))
+    np.testing.assert_allclose(
+        unrolled(x).numpy(), numpy_cifg(x.numpy(), *weights),
+        rtol=1e-4, atol=1e-5)
+
+  def test_model_weights_keep_their_order_with_or_without_unrolling(self):
+    fixed = models.create_cifg_lm(30, latent_size=6, embedding_size=4,
+                                  sequence_length=5, seed=3)
+    free = models.create_cifg_lm(30, latent_size=6, embedding_size=4,
+                                 seed=3)
+    self.assertIsInstance(fixed.get_layer('cifg'), models.UnrolledCIFG)
+    self.assertIsInstance(free.get_layer('cifg'), tf.keras.layers.RNN)
+    for a, b in zip(fixed.get_weights(), free.get_weights()):
+      np.testing.assert_array_equal(a, b)   # Seeded: the same initial model.
+    ids = tf.constant([[1, 2, 3, 4, 5], [6, 7, 0, 0, 0]], tf.int64)
+    np.testing.assert_allclose(fixed(ids).numpy(), free(ids).numpy(),
+                               rtol=1e-5, atol=1e-6)
+
   def test_forget_gate_is_coupled(self):
     # With the input gate saturated open (i = 1) the cell forgets everything:
     # c_t = g_t, whatever c_{t-1} was.
