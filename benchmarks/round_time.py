@@ -269,7 +269,13 @@ def _keras_round(config):
   """A round of plain Keras training (the baseline): run_round(cohort)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from dpftrl_tff.run import learning_process  # pylint: disable=g-import-not-at-top
-  model = learning_process.build_keras_model(config)
+  from dpftrl_tff import models  # pylint: disable=g-import-not-at-top
+  # The Keras RNN layer over the CIFG cell, as a user would write it (the
+  # project's model unrolls it, `models.UnrolledCIFG`).
+  model = models.create_cifg_lm(
+      config.vocab_size, latent_size=config.latent_size,
+      embedding_size=config.embedding_size, seed=config.seed)
+  assert isinstance(model.get_layer('cifg'), tf.keras.layers.RNN)
   # The standard Keras loss, masked as a user would (the yardstick; the
   # project's own loss is written for speed, `metrics.MaskedCrossEntropy`).
   keras_loss = tf.keras.losses.SparseCategoricalCrossentropy(

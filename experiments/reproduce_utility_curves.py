@@ -39,8 +39,12 @@ documentation (TFDS dpftrl_public_text).
   python -m experiments.reproduce_utility_curves          # about 28 minutes
   python -m experiments.reproduce_utility_curves --quick  # about a minute
   python -m experiments.reproduce_utility_curves --cache_dir=corpora/git
+  # Figure 1a alone at 1,000 rounds (docs/reproduction.md: about an hour):
+  python -m experiments.reproduce_utility_curves --cache_dir=corpora/git \\
+      --rounds=1000 --figure_1a_only --root_output_dir=runs/fig1a_1000
 """
 
+import dataclasses
 import os
 import time
 
@@ -72,6 +76,14 @@ _TARGET = flags.DEFINE_float(
     'Default: 0.9 of the best final accuracy of the fixed-clip runs.')
 _REPORT_GOALS = flags.DEFINE_list('report_goals', ['5', '10', '20', '40'],
                                   'Report goals m of the Sec. 2.2 runs.')
+_ROUNDS = flags.DEFINE_integer(
+    'rounds', None, 'Rounds of every run (default: the scale\'s, 200; 2 '
+    'with --quick); the adaptive runs keep the scale\'s restart schedule. '
+    'Output files get the suffix _<rounds>r.', lower_bound=1)
+_FIGURE_1A_ONLY = flags.DEFINE_bool(
+    'figure_1a_only', False, 'Only Figures 1a and 1b (fixed, adaptive and '
+    'pretrained runs over --seeds): no report-goal or pretraining-steps '
+    'runs.')
 _PRETRAIN_STEPS = flags.DEFINE_list(
     'pretrain_steps', ['0', '300', '1000', '3000'],
     'Pretraining steps of the diminishing-returns runs.')
@@ -91,13 +103,16 @@ def main(argv):
   real_text = _CACHE_DIR.value is not None
   if real_text:
     scale = utility_curves.git_scale(_QUICK.value)
+  if _ROUNDS.value is not None:
+    scale = dataclasses.replace(scale, rounds=_ROUNDS.value)
   runner = utility_curves.Runner(
       _ROOT.value, scale, cache_dir=_CACHE_DIR.value, corpus_sentences=max(
           2000, scale.pretrain_batch * max(pretrain_steps) * 2 // 3))
   study = utility_curves.Study(
       runner=runner, scale=scale, seeds=seeds, out=_OUT.value,
-      suffix=('_git' if real_text else '') + ('_quick' if _QUICK.value
-                                              else ''),
+      suffix=(('_git' if real_text else '') +
+              ('' if _ROUNDS.value is None else f'_{_ROUNDS.value}r') +
+              ('_quick' if _QUICK.value else '')),
       data_label='git commit messages' if real_text else 'generated data')
   main_steps = max(pretrain_steps)
   runs = utility_curves.train_figure_1a_runs(study, main_steps)
@@ -108,6 +123,10 @@ def main(argv):
     target = 0.9 * best
   targets = utility_curves.figure_1a(study, runs, target)
   utility_curves.figure_1b(study, runs[('adaptive', seeds[0])])
+  utility_curves.print_adaptive_against_fixed(study, runs)
+  if _FIGURE_1A_ONLY.value:
+    print(f'Done in {time.time() - started:.0f} s; figures in {study.out}.')
+    return 0
   goals = [int(m) for m in _REPORT_GOALS.value]
   if _QUICK.value:
     goals = [10, 20]   # 20: the fixed-clip run, reused.

@@ -381,6 +381,38 @@ def pretraining_figure(study: Study, runs: dict, pretrain_steps,
       title=f'Pretraining on public text, then DP-FTRL ({study.data_label})')
 
 
+def adaptive_against_fixed(study: Study, runs: dict):
+  """Rows (round, fixed mean, adaptive mean, adaptive - fixed) of the eval
+  accuracy averaged over seeds, at a tenth, a quarter, half and all of the
+  rounds (the evaluated round at or after each): does adaptive clipping
+  catch up with the fixed clip given the rounds (the paper's Figure 1a)?"""
+  means = {}
+  for kind in ('fixed', 'adaptive'):
+    xs, mean, _, _ = _band([curve(runs[(kind, seed)])
+                            for seed in study.seeds])
+    means[kind] = dict(zip(xs, mean))
+  shared = sorted(set(means['fixed']) & set(means['adaptive']))
+  rows = []
+  for fraction in (0.1, 0.25, 0.5, 1.0):
+    later = [x for x in shared if x >= fraction * study.scale.rounds]
+    if later and (not rows or rows[-1][0] != later[0]):
+      x = later[0]
+      fixed, adaptive = means['fixed'][x], means['adaptive'][x]
+      rows.append((x, fixed, adaptive, adaptive - fixed))
+  return rows
+
+
+def print_adaptive_against_fixed(study: Study, runs: dict):
+  print(f'Adaptive against fixed clip, eval accuracy (mean over seeds '
+        f'{", ".join(map(str, study.seeds))}):')
+  def pct(value, unit='%', sign=''):
+    return (f'{100 * value:{sign}.2f}{unit}' if np.isfinite(value) else
+            'not finite')
+  for x, fixed, adaptive, gap in adaptive_against_fixed(study, runs):
+    print(f'  round {x}: fixed {pct(fixed)}, adaptive {pct(adaptive)} '
+          f'({pct(gap, " points", "+")})')
+
+
 def print_findings(study: Study, runs: dict, targets, target: float,
                     main_steps: int):
   """Rounds to the target per run, and what pretraining saves per seed."""

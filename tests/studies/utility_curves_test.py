@@ -67,6 +67,37 @@ class ReportGoalSeedsTest(absltest.TestCase):
     self.assertEqual(list(by_updates[0][1]), [10, 20])   # Rounds x m.
 
 
+class AdaptiveAgainstFixedTest(absltest.TestCase):
+
+  def test_means_over_seeds_at_fractions_of_the_rounds(self):
+    xs = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
+    runs = {('fixed', 1): dict(eval_curve=(xs, [0.1 * i for i in range(10)])),
+            ('fixed', 2): dict(eval_curve=(xs, [0.1 * i + 0.02
+                                                for i in range(10)])),
+            ('adaptive', 1): dict(eval_curve=(xs, [0.05 * i
+                                                   for i in range(10)])),
+            ('adaptive', 2): dict(eval_curve=(xs, [0.1 * i
+                                                   for i in range(10)]))}
+    study = utility_curves.Study(
+        runner=None, scale=types.SimpleNamespace(rounds=100), seeds=(1, 2),
+        out='', suffix='', data_label='test')
+    rows = utility_curves.adaptive_against_fixed(study, runs)
+    # A tenth of 100 rounds: round 10; a quarter: 30 (the first at or
+    # after 25); half: 50; all: 100.
+    self.assertEqual([r[0] for r in rows], [10, 30, 50, 100])
+    x, fixed, adaptive, gap = rows[-1]
+    self.assertAlmostEqual(fixed, 0.91)
+    self.assertAlmostEqual(adaptive, 0.675)
+    self.assertAlmostEqual(gap, -0.235)
+    with mock.patch('builtins.print') as printed:
+      runs[('adaptive', 1)] = dict(eval_curve=(xs, [float('nan')] * 10))
+      utility_curves.print_adaptive_against_fixed(study, runs)
+    text = ' '.join(str(c.args[0]) for c in printed.call_args_list)
+    self.assertIn('round 100: fixed 91.00%, adaptive not finite (not finite)',
+                  text)
+    self.assertNotIn('nan', text)
+
+
 class ReproduceUtilityCurvesGitTest(absltest.TestCase):
   # End to end once, on real text; the generated data's path differs only in
   # where the database comes from (`Runner`), which the training tests and
