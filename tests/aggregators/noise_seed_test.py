@@ -62,11 +62,23 @@ def integers(structure) -> np.ndarray:
   return np.concatenate(ints) if ints else np.zeros([0], np.int64)
 
 
+_CONTEXT = {'secure_sums': False}   # The TFF context this module last set.
+
+
 def _process(overrides, noise_seed):
   config = training_test.tiny_config(**dict(
       dict(noise_multiplier=0.5, noise_seed=noise_seed, total_rounds=8),
       **overrides))
-  learning_process.prepare_execution(config)   # SecAgg: TFF's test context.
+  # SecAgg runs under TFF's test context, the rest under the default one:
+  # switched only when the kind changes (each switch starts another TFF
+  # worker, and the test context is slower for the rest).
+  secure_sums = config.secagg_settings().secagg
+  if secure_sums != _CONTEXT['secure_sums']:
+    if secure_sums:
+      learning_process.prepare_execution(config)
+    else:
+      tff.backends.native.set_sync_local_cpp_execution_context()
+    _CONTEXT['secure_sums'] = secure_sums
   factory = registry.get(config.aggregator).build_factory(
       config, tf.TensorSpec([_DIM], tf.float32))
   return factory.create(tff.TensorType(np.float32, [_DIM]))
@@ -140,6 +152,12 @@ class MechanismSeedTest(parameterized.TestCase):
 
 class TrainingSeedTest(absltest.TestCase):
   """Adaptive clipping in training: checkpoints and metrics."""
+
+  def setUp(self):
+    super().setUp()
+    if _CONTEXT['secure_sums']:
+      tff.backends.native.set_sync_local_cpp_execution_context()
+      _CONTEXT['secure_sums'] = False
 
   def _train(self, noise_seed):
     out = os.path.join(tempfile.mkdtemp(), 'run')
