@@ -1,0 +1,160 @@
+"""Banded matrix factorization (BandMF): sensitivity, error, published C.
+
+BandMF (Choquette-Choo, McMahan, Rush, Thakurta, "(Amplified) Banded Matrix
+Factorization: A unified approach to private training", NeurIPS 2023,
+arXiv 2306.08153), which Gboard trained launches with after the paper
+(google-research/federated `mf_dpftrl_matrices`), is the matrix mechanism
+A = B C for the prefix-sum workload A (all-ones lower triangle) with C
+lower triangular and b-banded: C[i, j] = 0 unless 0 <= i - j < b. Round t
+releases (A C^-1 (C x + z Z))_t, post-processing of the Gaussian mechanism
+x -> C x + z Z, so rho = sens^2 / (2 z^2) with sens the l2 sensitivity of
+x -> C x over the allowed participation patterns.
+
+Sensitivity. Column j of a b-banded C is supported on rows j .. j + b - 1.
+Two participations at least b' = MinS + 1 rounds apart (this project's MinS
+counts the rounds strictly between them; `toeplitz.band_from_min_separation`
+converts) touch disjoint rows when b <= b', so for a pattern S the cross
+terms vanish and
+
+    ||C 1_S||^2 = sum_{j in S} ||C[:, j]||^2,
+    sens^2 = max over S with |S| <= MaxP, pairwise >= b' apart, of that sum,
+
+computed exactly by dynamic programming over the columns
+(`banded_sensitivity_squared`; against brute force and jax_privacy's
+`sensitivity.get_sensitivity_banded` in tests). The maximum is over at most
+MaxP participations: a pattern of exactly MaxP can be smaller when a large
+column leaves no room for the others. For b > MinS + 1 participations can
+share rows and this bound does not hold: refused.
+
+Error. With unit noise, the prefix sum of round t carries the noise
+(A C^-1 Z)_t, of variance ||(A C^-1)[t, :]||^2 (`prefix_sum_errors`); for
+C scaled so that one participation has sensitivity 1 (the largest column
+norm 1), its mean and max over t are jax_privacy's
+`banded.per_query_error` summaries used to compare strategies.
+
+Not done here (docs/algorithms.md): the optimizer of C, and the mechanism in
+training, the accountant and the planner.
+"""
+
+import os
+from typing import Optional, Tuple
+
+import numpy as np
+
+from dpftrl_tff import checks
+from dpftrl_tff.accounting import toeplitz
+
+C_MATRIX_FILE = 'c_matrix_tensor_pb'
+LR_VECTOR_FILE = 'lr_vector_tensor_pb'
+
+
+def check_banded(c) -> Tuple[np.ndarray, int]:
+  """(C as float64, its bands b): C square, lower triangular, finite."""
+  c = np.asarray(c, dtype=np.float64)
+  if c.ndim != 2 or c.shape[0] != c.shape[1] or c.shape[0] == 0:
+    raise ValueError(f'C must be a non-empty square matrix; got shape '
+                     f'{c.shape}.')
+  if not np.all(np.isfinite(c)):
+    raise ValueError('C has non-finite entries.')
+  if np.any(np.triu(c, 1)):
+    raise ValueError('C must be lower triangular.')
+  if np.any(np.diag(c) == 0):
+    raise ValueError('C has a zero on its diagonal: it is not invertible.')
+  rows, cols = np.nonzero(c)
+  return c, int(np.max(rows - cols)) + 1
+
+
+def banded_sensitivity_squared(c, min_separation: int,
+                               max_participation: Optional[int]) -> float:
+  """sens^2 of x -> C x: at most MaxP participations, MinS apart.
+
+  Args:
+    c: the T x T lower-triangular banded C.
+    min_separation: MinS, rounds strictly between two participations
+      (b' = MinS + 1 in jax_privacy's convention).
+    max_participation: MaxP, participations per client (None: as many as
+      fit).
+
+  Raises:
+    ValueError: C's bands exceed MinS + 1 (participations could share rows;
+      the banded bound does not apply), or a bad argument.
+  """
+  c, bands = check_banded(c)
+  separation = toeplitz.band_from_min_separation(min_separation)
+  if max_participation is not None:
+    max_participation = checks.check_int(max_participation,
+                                         'max_participation', minimum=1)
+  if bands > separation:
+    raise ValueError(
+        f'C has {bands} bands, more than min_separation + 1 = {separation}: '
+        f'two participations could touch the same rows and the banded '
+        f'sensitivity does not hold; use at most {separation} bands.')
+  rounds = c.shape[0]
+  norms = np.sum(c * c, axis=0)
+  k = toeplitz.effective_participations(rounds, separation,
+                                        max_participation)
+  # best[i]: the largest sum of at most `picks` norms among columns >= i,
+  # pairwise `separation` apart; zero beyond the last column.
+  best = np.zeros(rounds + separation)
+  for _ in range(k):
+    take = norms + best[separation:separation + rounds]
+    new = np.maximum.accumulate(take[::-1])[::-1]
+    best = np.concatenate([np.maximum(new, best[:rounds]),
+                           np.zeros(separation)])
+  return float(best[0])
+
+
+def scaled_to_unit_sensitivity(c) -> np.ndarray:
+  """C divided by its largest column norm (one participation: sens 1)."""
+  c, _ = check_banded(c)
+  return c / np.sqrt(np.max(np.sum(c * c, axis=0)))
+
+
+def prefix_sum_errors(c) -> np.ndarray:
+  """Variance of each round's released prefix sum for unit noise:
+  ||(A C^-1)[t, :]||^2, t = 0 .. T-1 (scale C first for sensitivity 1)."""
+  c, _ = check_banded(c)
+  rounds = c.shape[0]
+  inverse = np.linalg.solve(c, np.eye(rounds))   # Lower triangular.
+  return np.sum(np.cumsum(inverse, axis=0)**2, axis=1)
+
+
+def error_summary(c) -> dict:
+  """mean_error and max_error of `prefix_sum_errors` at sensitivity 1."""
+  errors = prefix_sum_errors(scaled_to_unit_sensitivity(c))
+  return dict(mean_error=float(np.mean(errors)),
+              max_error=float(np.max(errors)))
+
+
+def load_published(directory: str) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+  """(C, learning rates or None) from Gboard's published format.
+
+  google-research/federated `mf_dpftrl_matrices`: `c_matrix_tensor_pb`, a
+  float64 tensor serialized with `tf.io.serialize_tensor`, and, when
+  present, `lr_vector_tensor_pb` (the learning rate of every round).
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  path = os.path.join(directory, C_MATRIX_FILE)
+  if not os.path.isfile(path):
+    raise ValueError(f'{directory}: no {C_MATRIX_FILE} there (the published '
+                     f'BandMF format).')
+
+  def read(file_path, name):
+    try:
+      return tf.io.parse_tensor(tf.io.read_file(file_path),
+                                tf.float64).numpy()
+    except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as e:
+      raise ValueError(f'{file_path}: not a float64 tensor serialized with '
+                       f'tf.io.serialize_tensor ({name}: '
+                       f'{e.message.splitlines()[0]}).') from None
+
+  c, _ = check_banded(read(path, 'C'))
+  lr_path = os.path.join(directory, LR_VECTOR_FILE)
+  learning_rates = None
+  if os.path.isfile(lr_path):
+    learning_rates = np.asarray(read(lr_path, 'learning rates'))
+    if learning_rates.shape != (c.shape[0],):
+      raise ValueError(f'{lr_path}: learning rates of shape '
+                       f'{learning_rates.shape} for a {c.shape[0]}-round C '
+                       f'(one per round expected).')
+  return c, learning_rates

@@ -1,0 +1,159 @@
+"""BandMF sensitivity and error against jax_privacy, brute force and closed
+forms; Gboard's published matrix format read back."""
+
+import itertools
+import json
+import os
+import tempfile
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from dpftrl_tff.accounting import bandmf
+
+_REFERENCE = os.path.join(os.path.dirname(__file__), '..', '..', 'benchmarks',
+                          'data', 'jax_privacy_bandmf_reference.json')
+
+
+def _reference():
+  with open(_REFERENCE) as f:
+    return json.load(f)['cases']
+
+
+def brute_force_sensitivity_squared(c, min_separation, max_participation):
+  """max over every pattern of at most MaxP columns, pairwise more than
+  MinS apart, of ||C 1_S||^2 (the full norm, cross terms included)."""
+  rounds = c.shape[0]
+  best = 0.0
+  for k in range(1, (max_participation or rounds) + 1):
+    for pattern in itertools.combinations(range(rounds), k):
+      if all(b - a > min_separation for a, b in zip(pattern, pattern[1:])):
+        best = max(best, float(np.sum(c[:, list(pattern)].sum(1)**2)))
+  return best
+
+
+def random_banded(rng, rounds, bands):
+  c = np.tril(rng.normal(size=(rounds, rounds)))
+  c[np.tril_indices(rounds, -bands)] = 0.0
+  np.fill_diagonal(c, np.abs(np.diag(c)) + 0.1)
+  return c * np.exp(rng.normal(size=rounds))[np.newaxis, :]
+
+
+class SensitivityTest(parameterized.TestCase):
+
+  def test_equals_jax_privacy(self):
+    checked = 0
+    for case in _reference():
+      c = np.array(case['c'])
+      for row in case['sensitivity']:
+        ours = bandmf.banded_sensitivity_squared(
+            c, min_separation=row['min_sep'] - 1,   # b = MinS + 1.
+            max_participation=row['max_participations'])
+        self.assertAlmostEqual(ours / row['sensitivity']**2, 1.0, delta=1e-7)
+        checked += 1
+    self.assertGreater(checked, 300)
+
+  @parameterized.parameters(range(40))
+  def test_equals_brute_force(self, seed):
+    rng = np.random.default_rng(seed)
+    rounds = int(rng.integers(1, 11))
+    bands = int(rng.integers(1, rounds + 1))
+    min_separation = int(rng.integers(bands - 1, rounds + 1))
+    max_participation = [None, 1, 2, 3][seed % 4]
+    c = random_banded(rng, rounds, bands)
+    self.assertAlmostEqual(
+        bandmf.banded_sensitivity_squared(c, min_separation,
+                                          max_participation),
+        brute_force_sensitivity_squared(c, min_separation,
+                                        max_participation),
+        delta=1e-9 * brute_force_sensitivity_squared(c, min_separation,
+                                                     max_participation))
+
+  def test_at_most_maxp_not_exactly(self):
+    # Columns of squared norm 1, 100, 1; two participations 2 apart fit
+    # only as {0, 2} (2), but one participation at round 1 gives 100.
+    c = np.diag(np.sqrt([1.0, 100.0, 1.0]))
+    self.assertEqual(bandmf.banded_sensitivity_squared(c, 1, 2), 100.0)
+
+  def test_column_normalized_gives_the_participations_that_fit(self):
+    c = bandmf.scaled_to_unit_sensitivity(
+        random_banded(np.random.default_rng(3), 20, 4))
+    norms = np.sum(c**2, axis=0)
+    c = c / np.sqrt(norms)[np.newaxis, :]
+    # MinS 4 (b' = 5): ceil(20 / 5) = 4 participations fit.
+    self.assertAlmostEqual(bandmf.banded_sensitivity_squared(c, 4, None), 4.0)
+    self.assertAlmostEqual(bandmf.banded_sensitivity_squared(c, 4, 2), 2.0)
+
+  def test_refuses_more_bands_than_the_separation_allows(self):
+    c = random_banded(np.random.default_rng(0), 10, 4)
+    with self.assertRaisesRegex(ValueError, '4 bands, more than '
+                                'min_separation \\+ 1 = 3'):
+      bandmf.banded_sensitivity_squared(c, 2, 2)
+
+  @parameterized.named_parameters(
+      ('upper', np.triu(np.ones((3, 3))), 'lower triangular'),
+      ('singular', np.diag([1.0, 0.0]), 'zero on its diagonal'),
+      ('not_square', np.ones((2, 3)), 'square'),
+      ('nan', np.diag([1.0, np.nan]), 'non-finite'))
+  def test_bad_matrices(self, c, message):
+    with self.assertRaisesRegex(ValueError, message):
+      bandmf.banded_sensitivity_squared(c, 5, 1)
+
+
+class ErrorTest(absltest.TestCase):
+
+  def test_equals_jax_privacy_per_query_error(self):
+    for case in _reference():
+      normalized = np.array(case['normalized'])
+      np.testing.assert_allclose(
+          bandmf.prefix_sum_errors(
+              bandmf.scaled_to_unit_sensitivity(normalized)),
+          case['per_query_error'], rtol=1e-9)
+
+  def test_closed_forms(self):
+    # C = I: the prefix sum of t + 1 noise draws.
+    np.testing.assert_allclose(bandmf.prefix_sum_errors(np.eye(6)),
+                               np.arange(1, 7))
+    # C = A (all-ones lower triangle), scaled to sensitivity 1 (its first
+    # column has norm sqrt(T)): A C^-1 = sqrt(T) I, error T every round.
+    a = np.tril(np.ones((6, 6)))
+    summary = bandmf.error_summary(a)
+    self.assertAlmostEqual(summary['mean_error'], 6.0, delta=1e-12)
+    self.assertAlmostEqual(summary['max_error'], 6.0, delta=1e-12)
+
+
+class PublishedFormatTest(absltest.TestCase):
+
+  def _write(self, directory, name, value):
+    tf.io.write_file(os.path.join(directory, name),
+                     tf.io.serialize_tensor(tf.constant(value)))
+
+  def test_round_trip_with_and_without_learning_rates(self):
+    directory = tempfile.mkdtemp()
+    c = random_banded(np.random.default_rng(1), 8, 3)
+    self._write(directory, bandmf.C_MATRIX_FILE, c)
+    read, learning_rates = bandmf.load_published(directory)
+    np.testing.assert_array_equal(read, c)
+    self.assertIsNone(learning_rates)
+    self._write(directory, bandmf.LR_VECTOR_FILE, np.linspace(1, 2, 8))
+    _, learning_rates = bandmf.load_published(directory)
+    np.testing.assert_array_equal(learning_rates, np.linspace(1, 2, 8))
+
+  def test_bad_directories(self):
+    directory = tempfile.mkdtemp()
+    with self.assertRaisesRegex(ValueError, 'no c_matrix_tensor_pb'):
+      bandmf.load_published(directory)
+    with open(os.path.join(directory, bandmf.C_MATRIX_FILE), 'wb') as f:
+      f.write(b'not a tensor')
+    with self.assertRaisesRegex(ValueError, 'not a float64 tensor'):
+      bandmf.load_published(directory)
+    self._write(directory, bandmf.C_MATRIX_FILE, np.eye(4))
+    self._write(directory, bandmf.LR_VECTOR_FILE, np.ones(3))
+    with self.assertRaisesRegex(ValueError, 'one per round'):
+      bandmf.load_published(directory)
+
+
+if __name__ == '__main__':
+  absltest.main()
