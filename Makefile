@@ -40,6 +40,7 @@ bazel: $(STAMP) bazel_install
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.accounting_speed
+	$(PY) -m benchmarks.matmul_peak
 	$(PY) -m benchmarks.round_time
 	$(PY) -m benchmarks.participation_speed
 	$(PY) -m benchmarks.blt_optimizer_speed
