@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.round_time
 	$(PY) -m benchmarks.participation_speed
 	$(PY) -m benchmarks.blt_optimizer_speed
+	$(PY) -m benchmarks.bandmf_optimizer_speed
 	$(PY) -m benchmarks.git_corpus_speed
 	$(PY) -m benchmarks.worker_memory
 

@@ -32,14 +32,20 @@ C scaled so that one participation has sensitivity 1 (the largest column
 norm 1), its mean and max over t are jax_privacy's
 `banded.per_query_error` summaries used to compare strategies.
 
-Not done here (docs/algorithms.md): the optimizer of C, and the mechanism in
-training, the accountant and the planner.
+Optimizer (`optimize`): L-BFGS over the band's entries of a
+column-normalized C for the mean squared error, from the banded square
+root of A, with the exact gradient (O(T^3) per step, dense).
+
+Not done here (docs/algorithms.md): the mechanism in training, the
+accountant and the planner.
 """
 
 import os
 from typing import Optional, Tuple
 
 import numpy as np
+import scipy.linalg
+import scipy.optimize
 
 from dpftrl_tff import checks
 from dpftrl_tff.accounting import toeplitz
@@ -124,6 +130,85 @@ def error_summary(c) -> dict:
   errors = prefix_sum_errors(scaled_to_unit_sensitivity(c))
   return dict(mean_error=float(np.mean(errors)),
               max_error=float(np.max(errors)))
+
+
+def _band_indices(rounds: int, bands: int):
+  """(rows, cols) of the entries of a T x T lower-triangular b-banded C."""
+  cols = np.concatenate([np.full(min(bands, rounds - j), j)
+                         for j in range(rounds)])
+  starts = np.concatenate([[0], np.cumsum([min(bands, rounds - j)
+                                           for j in range(rounds - 1)])])
+  offsets = np.arange(cols.size) - np.repeat(starts, [min(bands, rounds - j)
+                                                      for j in range(rounds)])
+  return cols + offsets, cols
+
+
+def initial_strategy(rounds: int, bands: int) -> np.ndarray:
+  """The column-normalized banded Toeplitz start of `optimize`: the first b
+  coefficients of the square root of the prefix-sum matrix (Fichtenberger,
+  Henzinger, Upadhyay, ICML 2023: c_k = prod_{i<=k} (2i - 1) / (2i)),
+  as jax_privacy's `ColumnNormalizedBanded.default`."""
+  k = np.arange(1, bands)
+  coefficients = np.concatenate([[1.0], np.cumprod((2 * k - 1) / (2 * k))])
+  rows, cols = _band_indices(rounds, bands)
+  c = np.zeros((rounds, rounds))
+  c[rows, cols] = coefficients[rows - cols]
+  return c / np.linalg.norm(c, axis=0)
+
+
+def _mean_error_and_gradient(c: np.ndarray):
+  """(mean_t ||(A C^-1)[t, :]||^2, its gradient in C).
+
+  With M = C^-1 and B = A M (row cumulative sums of M), the loss is
+  ||B||_F^2 / T and its gradient -2 / T M^T (A^T B) M^T, A^T B being the
+  reverse cumulative sums of B's rows.
+  """
+  rounds = c.shape[0]
+  inverse = scipy.linalg.solve_triangular(c, np.eye(rounds), lower=True)
+  b = np.cumsum(inverse, axis=0)
+  loss = float(np.sum(b * b)) / rounds
+  # Contiguous: a reversed view would send the product below off BLAS.
+  at_b = np.ascontiguousarray(np.cumsum(b[::-1], axis=0)[::-1])
+  gradient = (-2.0 / rounds) * (inverse.T @ at_b @ inverse.T)
+  return loss, gradient
+
+
+def optimize(rounds: int, bands: int, *, max_iterations: int = 1000,
+             tolerance: float = 1e-10) -> np.ndarray:
+  """A column-normalized b-banded C minimizing the mean squared error of
+  the prefix sums (`error_summary`'s mean_error), by L-BFGS from
+  `initial_strategy`.
+
+  The variables are the band's entries of an unnormalized P; C = P with
+  every column divided by its norm, so one participation has sensitivity 1
+  and k participations at least b apart have sens^2 = k. The gradient
+  goes through the normalization: for a column v = r u (r = ||v||), the
+  gradient in v is (g - u (u . g)) / r for the gradient g in u. Returns C.
+  """
+  rounds = checks.check_int(rounds, 'total_rounds', minimum=1)
+  bands = checks.check_int(bands, 'bandmf_bands', minimum=1)
+  bands = min(bands, rounds)
+  rows, cols = _band_indices(rounds, bands)
+  start = initial_strategy(rounds, bands)
+
+  def unpack(values):
+    p = np.zeros((rounds, rounds))
+    p[rows, cols] = values
+    norms = np.linalg.norm(p, axis=0)
+    return p / norms, norms
+
+  def objective(values):
+    c, norms = unpack(values)
+    loss, grad_c = _mean_error_and_gradient(c)
+    grad_p = (grad_c - c * np.sum(c * grad_c, axis=0)) / norms
+    return loss, grad_p[rows, cols]
+
+  result = scipy.optimize.minimize(
+      objective, start[rows, cols], jac=True, method='L-BFGS-B',
+      options=dict(maxiter=max_iterations, ftol=tolerance, gtol=1e-12,
+                   maxcor=20))
+  c, _ = unpack(result.x)
+  return c
 
 
 def load_published(directory: str) -> Tuple[np.ndarray, Optional[np.ndarray]]:

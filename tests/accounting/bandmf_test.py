@@ -124,6 +124,51 @@ class ErrorTest(absltest.TestCase):
     self.assertAlmostEqual(summary['max_error'], 6.0, delta=1e-12)
 
 
+def _optimized_reference():
+  with open(_REFERENCE) as f:
+    return {(r['n'], r['bands']): r for r in json.load(f)['optimize']}
+
+
+class OptimizerTest(parameterized.TestCase):
+
+  @parameterized.parameters(range(5))
+  def test_gradient_against_finite_differences(self, seed):
+    rng = np.random.default_rng(seed)
+    c = random_banded(rng, 7, 3)
+    loss, gradient = bandmf._mean_error_and_gradient(c)  # pylint: disable=protected-access
+    self.assertAlmostEqual(
+        loss, float(np.mean(bandmf.prefix_sum_errors(c))), delta=1e-9 * loss)
+    direction = np.tril(rng.normal(size=c.shape))
+    step = 1e-6
+    numeric = (bandmf._mean_error_and_gradient(c + step * direction)[0] -  # pylint: disable=protected-access
+               bandmf._mean_error_and_gradient(c - step * direction)[0]) / (  # pylint: disable=protected-access
+                   2 * step)
+    self.assertAlmostEqual(float(np.sum(gradient * direction)), numeric,
+                           delta=1e-5 * max(1.0, abs(numeric)))
+
+  def test_initial_strategy_is_jax_privacys_default(self):
+    c = bandmf.initial_strategy(6, 3)
+    column = np.array([1.0, 0.5, 0.375]) / np.linalg.norm([1.0, 0.5, 0.375])
+    np.testing.assert_allclose(c[:3, 0], column)
+    np.testing.assert_allclose(c[4:, 4], [1.0, 0.5] / np.linalg.norm(
+        [1.0, 0.5]))
+    self.assertEqual(bandmf.check_banded(c)[1], 3)
+
+  @parameterized.parameters((128, 8), (256, 16))
+  def test_mean_error_as_low_as_jax_privacys_optimum(self, rounds, bands):
+    reference = _optimized_reference()[(rounds, bands)]
+    c = bandmf.optimize(rounds, bands)
+    _, found_bands = bandmf.check_banded(c)
+    self.assertEqual(found_bands, bands)
+    np.testing.assert_allclose(np.linalg.norm(c, axis=0), 1.0, rtol=1e-12)
+    # Sensitivity 1 per participation: MaxP participations give MaxP.
+    self.assertAlmostEqual(bandmf.banded_sensitivity_squared(
+        c, bands - 1, 3), 3.0, delta=1e-9)
+    mean = bandmf.error_summary(c)['mean_error']
+    self.assertLessEqual(mean, reference['mean_error'] * (1 + 1e-6))
+    self.assertGreater(mean, reference['mean_error'] * 0.99)
+
+
 class PublishedFormatTest(absltest.TestCase):
 
   def _write(self, directory, name, value):
