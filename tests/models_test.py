@@ -81,12 +81,16 @@ class CIFGTest(parameterized.TestCase):
         rtol=1e-4, atol=1e-5)
 
   def test_model_weights_keep_their_order_with_or_without_unrolling(self):
-    fixed = models.create_cifg_lm(30, latent_size=6, embedding_size=4,
+    units = models.MIN_UNROLLED_UNITS
+    fixed = models.create_cifg_lm(30, latent_size=units, embedding_size=4,
                                   sequence_length=5, seed=3)
-    free = models.create_cifg_lm(30, latent_size=6, embedding_size=4,
+    free = models.create_cifg_lm(30, latent_size=units, embedding_size=4,
                                  seed=3)
+    small = models.create_cifg_lm(30, latent_size=units - 1,
+                                  embedding_size=4, sequence_length=5)
     self.assertIsInstance(fixed.get_layer('cifg'), models.UnrolledCIFG)
     self.assertIsInstance(free.get_layer('cifg'), tf.keras.layers.RNN)
+    self.assertIsInstance(small.get_layer('cifg'), tf.keras.layers.RNN)
     for a, b in zip(fixed.get_weights(), free.get_weights()):
       np.testing.assert_array_equal(a, b)   # Seeded: the same initial model.
     ids = tf.constant([[1, 2, 3, 4, 5], [6, 7, 0, 0, 0]], tf.int64)
