@@ -268,7 +268,6 @@ def _case_config(case, clients):
 def _keras_round(config):
   """A round of plain Keras training (the baseline): run_round(cohort)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff.run import learning_process  # pylint: disable=g-import-not-at-top
   from dpftrl_tff import models  # pylint: disable=g-import-not-at-top
   # The Keras RNN layer over the CIFG cell, as a user would write it (the
   # project's model unrolls it, `models.UnrolledCIFG`).

@@ -82,13 +82,17 @@ class CIFGCell(tf.keras.layers.Layer):
     h_prev, c_prev = states
     z = (tf.matmul(inputs, self.kernel) +
          tf.matmul(h_prev, self.recurrent_kernel) + self.bias)
+    h, c = self.gates(z, c_prev)
+    return h, [h, c]
+
+  def gates(self, z, c_prev):
+    """(h_t, c_t) from the pre-activations z = [a_i, a_o, a_g] and c_{t-1}."""
     a_i, a_o, a_g = tf.split(z, 3, axis=-1)
     i = tf.sigmoid(a_i)
     o = tf.sigmoid(a_o)
     g = tf.tanh(a_g)
     c = (1.0 - i) * c_prev + i * g
-    h = tf.matmul(o * tf.tanh(c), self.projection)
-    return h, [h, c]
+    return tf.matmul(o * tf.tanh(c), self.projection), c
 
   def get_config(self):
     config = super().get_config()
@@ -139,11 +143,7 @@ class UnrolledCIFG(tf.keras.layers.Layer):
     c = tf.zeros([batch, cell.units], inputs.dtype)
     outputs = []
     for x_kernel in tf.unstack(projected + cell.bias, axis=1):
-      z = x_kernel + tf.matmul(h, cell.recurrent_kernel)
-      a_i, a_o, a_g = tf.split(z, 3, axis=-1)
-      i = tf.sigmoid(a_i)
-      c = (1.0 - i) * c + i * tf.tanh(a_g)
-      h = tf.matmul(tf.sigmoid(a_o) * tf.tanh(c), cell.projection)
+      h, c = cell.gates(x_kernel + tf.matmul(h, cell.recurrent_kernel), c)
       outputs.append(h)
     return tf.stack(outputs, axis=1)
 

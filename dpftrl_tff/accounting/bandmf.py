@@ -134,13 +134,8 @@ def error_summary(c) -> dict:
 
 def _band_indices(rounds: int, bands: int):
   """(rows, cols) of the entries of a T x T lower-triangular b-banded C."""
-  cols = np.concatenate([np.full(min(bands, rounds - j), j)
-                         for j in range(rounds)])
-  starts = np.concatenate([[0], np.cumsum([min(bands, rounds - j)
-                                           for j in range(rounds - 1)])])
-  offsets = np.arange(cols.size) - np.repeat(starts, [min(bands, rounds - j)
-                                                      for j in range(rounds)])
-  return cols + offsets, cols
+  rows, cols = np.indices((rounds, rounds))
+  return np.nonzero((rows >= cols) & (rows - cols < bands))
 
 
 def initial_strategy(rounds: int, bands: int) -> np.ndarray:

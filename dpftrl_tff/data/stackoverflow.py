@@ -293,51 +293,48 @@ class VocabLookup:
                     tf.constant(self.vocab_size, tf.int64))
 
 
-def build_to_ids_fn(vocab: Sequence[str], sequence_length: int):
-  """Maps an example's `tokens` to sequence_length + 1 ids (with BOS/EOS).
+def build_to_ids_fn(vocab: Sequence[str], sequence_length: int,
+                    batch_to_ids=None):
+  """Maps an example's `tokens` to sequence_length + 1 ids (with BOS/EOS),
+  padded with 0: one row of `build_batch_to_ids_fn` (or of `batch_to_ids`,
+  one already built for the same vocabulary and length).
 
   The work is one `tf.function` traced once: `Dataset.map` traces the
   function it is given for every dataset, and with the body inline that
   was ~0.1 s of Python per client per round (more than a small model's
   training); the per-dataset trace is now only a call.
   """
-  vocab_size = len(vocab)
-  _, oov, bos, eos = special_ids(vocab_size)
-  table = VocabLookup(vocab)
+  if batch_to_ids is None:
+    batch_to_ids = build_batch_to_ids_fn(vocab, sequence_length)
 
   @tf.function(input_signature=[tf.TensorSpec([], tf.string)],
                autograph=False)
   def tokens_to_ids(tokens):
-    words = tf.strings.split(tokens, sep=' ')[:sequence_length]
-    # Words map to 0..V-1 and OOV to V; shift by one so that 0 is pad,
-    # words are 1..V and OOV is V+1.
-    ids = table.lookup(words) + 1
-    ids = tf.concat([[tf.constant(bos, tf.int64)], ids], axis=0)
-    ids = tf.cond(
-        tf.size(words) < sequence_length,
-        lambda: tf.concat([ids, [tf.constant(eos, tf.int64)]], axis=0),
-        lambda: ids)
-    return ids
+    return batch_to_ids(tokens[tf.newaxis])[0]
 
   def to_ids(example):
     return tokens_to_ids(example['tokens'])
 
-  assert oov == vocab_size + 1
   return to_ids
 
 
 def build_batch_to_ids_fn(vocab: Sequence[str], sequence_length: int):
-  """`build_to_ids_fn` for a vector of `tokens` at once: [n] -> [n, L + 1].
+  """A vector of `tokens` to ids: [n] -> [n, L + 1].
 
-  Row i equals `to_ids` of sentence i padded with 0 to L + 1 ids (tested).
-  Plain graph ops on ragged words: no `tf.function`, no `tf.cond`, so a
-  graph that holds it calls no function (see `build_preprocess_fn`).
+  Each sentence: split on spaces, its first L words, BOS first, EOS after a
+  sentence shorter than L, padded with 0 (module docstring). Plain graph ops
+  on ragged words: no `tf.function`, no `tf.cond`, so a graph that holds it
+  calls no function (see `build_preprocess_fn`).
   """
-  _, _, bos, eos = special_ids(len(vocab))
+  vocab_size = len(vocab)
+  _, oov, bos, eos = special_ids(vocab_size)
+  assert oov == vocab_size + 1
   table = VocabLookup(vocab)
 
   def tokens_to_ids(tokens):
     words = tf.strings.split(tokens, sep=' ')[:, :sequence_length]
+    # Words map to 0..V-1 and OOV to V; shift by one so that 0 is pad,
+    # words are 1..V and OOV is V+1.
     ids = words.with_flat_values(table.lookup(words.flat_values) + 1)
     ids = ids.to_tensor(default_value=0, shape=[None, sequence_length])
     ids = tf.concat([tf.fill([tf.shape(ids)[0], 1],
@@ -390,14 +387,13 @@ def build_preprocess_fn(vocab: Sequence[str], *, sequence_length: int = 20,
                                 minimum=1)
   shuffle_buffer_size = checks.check_int(shuffle_buffer_size,
                                          'shuffle_buffer_size', minimum=0)
-  to_ids = build_to_ids_fn(vocab, sequence_length)
+  batch_to_ids = build_batch_to_ids_fn(vocab, sequence_length)
+  to_ids = build_to_ids_fn(vocab, sequence_length, batch_to_ids)
 
   @tf.function(input_signature=[
       tf.TensorSpec([None, sequence_length + 1], tf.int64)], autograph=False)
   def split(ids):   # Traced once (see build_to_ids_fn).
     return ids[:, :-1], ids[:, 1:]
-
-  batch_to_ids = build_batch_to_ids_fn(vocab, sequence_length)
 
   def select(dataset, shuffle_seed):
     if shuffle_buffer_size > 1 and shuffle_seed is not None:
