@@ -14,6 +14,9 @@ tests need no generator to agree across libraries) with, for each:
     jax_privacy's convention min_sep = b = j - i (this project's MinS is
     b - 1); columns are scaled unevenly so that a pattern of exactly MaxP
     participations can be worse than one of fewer;
+  * `upper_bound`: `sensitivity.get_min_sep_sensitivity_upper_bound(C,
+    min_sep, max_participations)` (Algorithm 4 of arXiv 2306.08153), also
+    for min_sep below the bands, where the banded value does not hold;
   * `per_query_error`: `banded.per_query_error` of the column-normalized
     strategy with the same bands (`ColumnNormalizedBanded(params)`, its
     matrix `materialize()`), the squared error of each prefix sum. The
@@ -93,11 +96,22 @@ def main(argv):
           value = sensitivity.get_sensitivity_banded(c, min_sep, k)
           rows.append(dict(min_sep=min_sep, max_participations=k,
                            sensitivity=float(value)))
+      # Algorithm 4's upper bound where participations can share rows
+      # (min_sep < bands) and, as a check of equality, where they cannot.
+      bounds = []
+      for min_sep in sorted({1, max(1, bands // 2), bands}):
+        if min_sep > n:
+          continue
+        for k in (1, 2, 3, None):
+          value = sensitivity.get_min_sep_sensitivity_upper_bound(
+              c, min_sep, k)
+          bounds.append(dict(min_sep=min_sep, max_participations=k,
+                             sensitivity=float(value)))
       errors = banded.per_query_error(
           banded.ColumnNormalizedBanded(params=params))
       cases.append(dict(n=n, bands=bands, c=c.tolist(),
                         normalized=normalized.tolist(),
-                        sensitivity=rows,
+                        sensitivity=rows, upper_bound=bounds,
                         per_query_error=[float(e) for e in errors]))
   optimized = optimize_cases()
   with open(_OUTPUT.value, 'w') as f:

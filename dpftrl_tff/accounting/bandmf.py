@@ -24,7 +24,8 @@ computed exactly by dynamic programming over the columns
 `sensitivity.get_sensitivity_banded` in tests). The maximum is over at most
 MaxP participations: a pattern of exactly MaxP can be smaller when a large
 column leaves no room for the others. For b > MinS + 1 participations can
-share rows and this bound does not hold: refused.
+share rows: `sensitivity_upper_bound_squared` bounds sens^2 from |C^T C|
+(the paper's Algorithm 4), and `sensitivity_squared` picks.
 
 Error. With unit noise, the prefix sum of round t carries the noise
 (A C^-1 Z)_t, of variance ||(A C^-1)[t, :]||^2 (`prefix_sum_errors`); for
@@ -36,8 +37,8 @@ Optimizer (`optimize`): L-BFGS over the band's entries of a
 column-normalized C for the mean squared error, from the banded square
 root of A, with the exact gradient (O(T^3) per step, dense).
 
-Not done here (docs/algorithms.md): the mechanism in training, the
-accountant and the planner.
+The mechanism in training is `aggregators.bandmf` (the noise) and
+`aggregators.mechanisms.bandmf` (its settings and accounting).
 """
 
 import os
@@ -70,6 +71,34 @@ def check_banded(c) -> Tuple[np.ndarray, int]:
   return c, int(np.max(rows - cols)) + 1
 
 
+def _max_separated_sum(values: np.ndarray, separation: int,
+                       picks: int) -> np.ndarray:
+  """For each row of `values` (..., T), the largest sum of at most `picks`
+  of its entries whose indices are pairwise at least `separation` apart
+  (entries >= 0), by dynamic programming over the columns."""
+  rounds = values.shape[-1]
+  pad = np.zeros(values.shape[:-1] + (separation,))
+  # best[..., i]: the largest such sum among columns >= i (zero beyond).
+  best = np.zeros(values.shape[:-1] + (rounds + separation,))
+  for _ in range(picks):
+    take = values + best[..., separation:separation + rounds]
+    new = np.maximum.accumulate(take[..., ::-1], axis=-1)[..., ::-1]
+    best = np.concatenate([np.maximum(new, best[..., :rounds]), pad],
+                          axis=-1)
+  return best[..., 0]
+
+
+def _participation(c, min_separation, max_participation):
+  c, bands = check_banded(c)
+  separation = toeplitz.band_from_min_separation(min_separation)
+  if max_participation is not None:
+    max_participation = checks.check_int(max_participation,
+                                         'max_participation', minimum=1)
+  picks = toeplitz.effective_participations(c.shape[0], separation,
+                                            max_participation)
+  return c, bands, separation, picks
+
+
 def banded_sensitivity_squared(c, min_separation: int,
                                max_participation: Optional[int]) -> float:
   """sens^2 of x -> C x: at most MaxP participations, MinS apart.
@@ -83,31 +112,53 @@ def banded_sensitivity_squared(c, min_separation: int,
 
   Raises:
     ValueError: C's bands exceed MinS + 1 (participations could share rows;
-      the banded bound does not apply), or a bad argument.
+      the banded bound does not apply: `sensitivity_squared` bounds it), or
+      a bad argument.
   """
-  c, bands = check_banded(c)
-  separation = toeplitz.band_from_min_separation(min_separation)
-  if max_participation is not None:
-    max_participation = checks.check_int(max_participation,
-                                         'max_participation', minimum=1)
+  c, bands, separation, picks = _participation(c, min_separation,
+                                               max_participation)
   if bands > separation:
     raise ValueError(
-        f'C has {bands} bands, more than min_separation + 1 = {separation}: '
-        f'two participations could touch the same rows and the banded '
-        f'sensitivity does not hold; use at most {separation} bands.')
-  rounds = c.shape[0]
-  norms = np.sum(c * c, axis=0)
-  k = toeplitz.effective_participations(rounds, separation,
-                                        max_participation)
-  # best[i]: the largest sum of at most `picks` norms among columns >= i,
-  # pairwise `separation` apart; zero beyond the last column.
-  best = np.zeros(rounds + separation)
-  for _ in range(k):
-    take = norms + best[separation:separation + rounds]
-    new = np.maximum.accumulate(take[::-1])[::-1]
-    best = np.concatenate([np.maximum(new, best[:rounds]),
-                           np.zeros(separation)])
-  return float(best[0])
+        f'C has {bands} bands (--bandmf_bands), more than MinS + 1 = '
+        f'{separation}: two participations could touch the same rows and '
+        f'the banded sensitivity does not hold; use at most {separation} '
+        f'bands.')
+  return float(_max_separated_sum(np.sum(c * c, axis=0), separation, picks))
+
+
+def sensitivity_upper_bound_squared(c, min_separation: int,
+                                    max_participation: Optional[int]
+                                    ) -> float:
+  """An upper bound on sens^2 of x -> C x for any C (Algorithm 4 of arXiv
+  2306.08153, jax_privacy's `get_min_sep_sensitivity_upper_bound`).
+
+  sens^2 = max_S sum_{i, j in S} X[i, j] with X = C^T C over the allowed
+  patterns S; bounding X by |X| and letting every row pick its own columns,
+
+      sens^2 <= max_S sum_{i in S} v_i,   v_i = max_S' sum_{j in S'} |X[i, j]|,
+
+  both maxima over the patterns (at most MaxP, MinS apart). It can exceed
+  the exact value even when b <= MinS + 1 (a row may pick columns on both
+  sides of it), so `sensitivity_squared` uses it only where the banded
+  value does not hold; for a diagonal C the two are equal.
+  """
+  c, _, separation, picks = _participation(c, min_separation,
+                                           max_participation)
+  row_best = _max_separated_sum(np.abs(c.T @ c), separation, picks)
+  return float(_max_separated_sum(row_best, separation, picks))
+
+
+def sensitivity_squared(c, min_separation: int,
+                        max_participation: Optional[int]) -> Tuple[float,
+                                                                   bool]:
+  """(sens^2, exact): the exact banded value when C has at most MinS + 1
+  bands, else Algorithm 4's upper bound (exact False)."""
+  _, bands = check_banded(c)
+  if bands <= toeplitz.band_from_min_separation(min_separation):
+    return banded_sensitivity_squared(c, min_separation,
+                                      max_participation), True
+  return sensitivity_upper_bound_squared(c, min_separation,
+                                         max_participation), False
 
 
 def scaled_to_unit_sensitivity(c) -> np.ndarray:
@@ -174,35 +225,52 @@ def optimize(rounds: int, bands: int, *, max_iterations: int = 1000,
   the prefix sums (`error_summary`'s mean_error), by L-BFGS from
   `initial_strategy`.
 
-  The variables are the band's entries of an unnormalized P; C = P with
-  every column divided by its norm, so one participation has sensitivity 1
-  and k participations at least b apart have sens^2 = k. The gradient
-  goes through the normalization: for a column v = r u (r = ||v||), the
-  gradient in v is (g - u (u . g)) / r for the gradient g in u. Returns C.
+  The variables are the entries below the diagonal in the band of an
+  unnormalized P with unit diagonal; C = P with every column divided by its
+  norm, so one participation has sensitivity 1 and k participations at
+  least b apart have sens^2 = k. A column's scale is free under the
+  normalization, so fixing P's diagonal at 1 loses nothing (for positive
+  diagonals, as the start's) and keeps C invertible wherever the line search
+  steps: with the diagonal free, a step through a zero diagonal made
+  C^-1 overflow at (T, b) = (1900, 64). The gradient goes through the
+  normalization: for a column v = r u (r = ||v||), the gradient in v is
+  (g - u (u . g)) / r for the gradient g in u. Returns C, never one with a
+  larger error than the start.
   """
   rounds = checks.check_int(rounds, 'total_rounds', minimum=1)
   bands = checks.check_int(bands, 'bandmf_bands', minimum=1)
   bands = min(bands, rounds)
   rows, cols = _band_indices(rounds, bands)
+  below = rows > cols
+  rows, cols = rows[below], cols[below]
   start = initial_strategy(rounds, bands)
+  start_p = start / np.diag(start)   # Unit diagonal, the same C.
 
   def unpack(values):
-    p = np.zeros((rounds, rounds))
+    p = np.eye(rounds)
     p[rows, cols] = values
     norms = np.linalg.norm(p, axis=0)
     return p / norms, norms
 
   def objective(values):
     c, norms = unpack(values)
-    loss, grad_c = _mean_error_and_gradient(c)
+    with np.errstate(over='ignore', invalid='ignore'):
+      loss, grad_c = _mean_error_and_gradient(c)
+    if not (np.isfinite(loss) and np.all(np.isfinite(grad_c))):
+      return np.inf, np.zeros(len(values))   # The line search backs off.
     grad_p = (grad_c - c * np.sum(c * grad_c, axis=0)) / norms
     return loss, grad_p[rows, cols]
 
+  if not len(rows):   # One band: C = I.
+    return start
   result = scipy.optimize.minimize(
-      objective, start[rows, cols], jac=True, method='L-BFGS-B',
+      objective, start_p[rows, cols], jac=True, method='L-BFGS-B',
       options=dict(maxiter=max_iterations, ftol=tolerance, gtol=1e-12,
                    maxcor=20))
   c, _ = unpack(result.x)
+  if not np.isfinite(result.fun) or result.fun > objective(
+      start_p[rows, cols])[0]:
+    return start
   return c
 
 

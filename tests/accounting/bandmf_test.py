@@ -88,8 +88,8 @@ class SensitivityTest(parameterized.TestCase):
 
   def test_refuses_more_bands_than_the_separation_allows(self):
     c = random_banded(np.random.default_rng(0), 10, 4)
-    with self.assertRaisesRegex(ValueError, '4 bands, more than '
-                                'min_separation \\+ 1 = 3'):
+    with self.assertRaisesRegex(ValueError, '4 bands \\(--bandmf_bands\\), '
+                                'more than MinS \\+ 1 = 3'):
       bandmf.banded_sensitivity_squared(c, 2, 2)
 
   @parameterized.named_parameters(
@@ -100,6 +100,63 @@ class SensitivityTest(parameterized.TestCase):
   def test_bad_matrices(self, c, message):
     with self.assertRaisesRegex(ValueError, message):
       bandmf.banded_sensitivity_squared(c, 5, 1)
+
+
+class UpperBoundTest(parameterized.TestCase):
+  """Algorithm 4's bound, for C with more bands than MinS + 1."""
+
+  def test_equals_jax_privacy(self):
+    checked = below = 0
+    for case in _reference():
+      c = np.array(case['c'])
+      for row in case['upper_bound']:
+        ours = bandmf.sensitivity_upper_bound_squared(
+            c, row['min_sep'] - 1, row['max_participations'])
+        self.assertAlmostEqual(ours / row['sensitivity']**2, 1.0, delta=1e-7)
+        checked += 1
+        below += row['min_sep'] < case['bands']
+    self.assertGreater(checked, 150)
+    self.assertGreater(below, 50)   # Where the banded value does not hold.
+
+  @parameterized.parameters(range(30))
+  def test_bounds_brute_force(self, seed):
+    rng = np.random.default_rng(100 + seed)
+    rounds = int(rng.integers(2, 10))
+    bands = int(rng.integers(2, rounds + 1))
+    min_separation = int(rng.integers(0, bands - 1))
+    max_participation = [None, 1, 2, 3][seed % 4]
+    c = random_banded(rng, rounds, bands)
+    exact = brute_force_sensitivity_squared(c, min_separation,
+                                            max_participation)
+    bound, is_exact = bandmf.sensitivity_squared(c, min_separation,
+                                                 max_participation)
+    self.assertFalse(is_exact)
+    self.assertGreaterEqual(bound, exact * (1 - 1e-12))
+
+  @parameterized.parameters(range(10))
+  def test_the_banded_value_where_that_holds(self, seed):
+    # There the exact value is used; the bound is above it (a row of
+    # C^T C may pick columns on both sides of it) and equal for diagonal C.
+    rng = np.random.default_rng(200 + seed)
+    c = random_banded(rng, 12, 3)
+    for min_separation in (2, 3, 5):
+      banded = bandmf.banded_sensitivity_squared(c, min_separation, 3)
+      self.assertGreaterEqual(
+          bandmf.sensitivity_upper_bound_squared(c, min_separation, 3),
+          banded * (1 - 1e-12))
+      self.assertEqual(bandmf.sensitivity_squared(c, min_separation, 3),
+                       (banded, True))
+    diagonal = np.diag(np.diag(c))
+    self.assertAlmostEqual(
+        bandmf.sensitivity_upper_bound_squared(diagonal, 0, 3),
+        bandmf.banded_sensitivity_squared(diagonal, 0, 3), delta=1e-9)
+
+  def test_a_nonnegative_c_is_bounded_tightly_at_zero_separation(self):
+    # With C >= 0 every pair adds, and all-participation is the worst case:
+    # sens^2 = ||C 1||^2, which the bound reaches.
+    c = np.tril(np.ones((5, 5)))
+    self.assertAlmostEqual(bandmf.sensitivity_upper_bound_squared(c, 0, None),
+                           float(np.sum(c.sum(1)**2)))
 
 
 class ErrorTest(absltest.TestCase):
@@ -167,6 +224,16 @@ class OptimizerTest(parameterized.TestCase):
     mean = bandmf.error_summary(c)['mean_error']
     self.assertLessEqual(mean, reference['mean_error'] * (1 + 1e-6))
     self.assertGreater(mean, reference['mean_error'] * 0.99)
+
+  def test_never_worse_than_the_start(self):
+    for rounds, bands in ((1, 1), (5, 1), (40, 40), (60, 7)):
+      c = bandmf.optimize(rounds, bands)
+      self.assertEqual(bandmf.check_banded(c)[1], min(bands, rounds))
+      self.assertLessEqual(
+          bandmf.error_summary(c)['mean_error'],
+          bandmf.error_summary(bandmf.initial_strategy(rounds, bands))[
+              'mean_error'] * (1 + 1e-12))
+      self.assertTrue(np.all(np.diag(c) > 0))
 
 
 class PublishedFormatTest(absltest.TestCase):
