@@ -10,6 +10,8 @@ per round, for:
                the rotation pads 2.4M parameters to 2^22),
   tff_blt      BLT-DP-FTRL (fixed clip, BLT noise optimized for the de-DE
                setting T = 930, MinS 212, MaxP 4: 3 buffers),
+  tff_bandmf   BandMF-DP-FTRL (fixed clip, a C optimized for T = 930 with
+               64 bands: 63 model-size noise buffers in the state),
   keras        a plain Keras loop doing the same client work (SGD from the
                global model on every client's batches, averaged deltas)
                over the same client tf.data datasets (built before the
@@ -19,7 +21,7 @@ per round, for:
                the controller and TFF's plumbing alone,
   keras_in_memory  the same loop over batches materialized in memory
                beforehand (no input pipeline: a compute-only bound),
-  agg_none, agg_dp_ftrl, agg_adaptive, agg_secagg, agg_blt
+  agg_none, agg_dp_ftrl, agg_adaptive, agg_secagg, agg_blt, agg_bandmf
                the model-update aggregation alone (see
                `_run_aggregation_case`): its cost per round, with which the
                summary states each aggregator's overhead against the
@@ -102,9 +104,11 @@ _SUBROUNDS = flags.DEFINE_integer(
     'subrounds', 0, 'With workers: parts each cohort is cut into (0: one per '
     'worker).')
 CASES = ('keras', 'keras_in_memory', 'tff_none', 'tff_empty', 'tff_dp_ftrl',
-         'tff_adaptive', 'tff_secagg', 'tff_blt', 'agg_none', 'agg_dp_ftrl',
-         'agg_adaptive', 'agg_secagg', 'agg_blt')
+         'tff_adaptive', 'tff_secagg', 'tff_blt', 'tff_bandmf', 'agg_none',
+         'agg_dp_ftrl', 'agg_adaptive', 'agg_secagg', 'agg_blt',
+         'agg_bandmf')
 _CASES = flags.DEFINE_list('cases', list(CASES), 'Cases to run.')
+BANDMF_BANDS = 64
 _JSON = flags.DEFINE_bool(
     'json', False, 'Also print one line of JSON at the end: {case: '
     '{seconds_per_round, cpu_seconds_per_round, sequences_per_round, '
@@ -251,10 +255,13 @@ def _case_config(case, clients):
                 'tff_adaptive': 'dp_ftrl_adaptive', 'agg_dp_ftrl': 'dp_ftrl',
                 'agg_secagg': 'dp_ftrl', 'agg_adaptive': 'dp_ftrl_adaptive',
                 'tff_blt': 'dp_ftrl_blt', 'agg_blt': 'dp_ftrl_blt',
+                'tff_bandmf': 'dp_ftrl_bandmf', 'agg_bandmf': 'dp_ftrl_bandmf',
                 }.get(case, 'none')
   blt = (dict(total_rounds=930, blt_min_separation=212,
               blt_max_participation=4)   # The BLT of the de-DE setting.
          if case.endswith('_blt') else {})
+  if case.endswith('_bandmf'):   # The b = 64, T of de-DE.
+    blt = dict(total_rounds=930, bandmf_bands=BANDMF_BANDS)
   return training.TrainConfig(
       clients_per_round=clients, vocab_size=_VOCAB.value,
       latent_size=_LATENT.value, embedding_size=_EMBEDDING.value,
@@ -533,7 +540,9 @@ def _run_all(workers=None):
         ('SecAgg over DP-FTRL', 'tff_dp_ftrl', 'tff_secagg',
          ' (goal <= 30% at 50 clients)'),
         ('BLT over DP-FTRL', 'tff_dp_ftrl', 'tff_blt',
-         ' (goal <= 5% at 50 clients)')):
+         ' (goal <= 5% at 50 clients)'),
+        ('BandMF over DP-FTRL', 'tff_dp_ftrl', 'tff_bandmf',
+         f' (b = {BANDMF_BANDS}; goal <= 10%)')):
       _print_overhead(label, runs_by_case, medians, base, case, goal)
     _print_aggregation_cost(medians, 'agg_none', 'agg_dp_ftrl', 'tff_none',
                             'DP-FTRL', ' (goal <= 5% at 50 clients)')
@@ -544,6 +553,9 @@ def _run_all(workers=None):
                             ' (goal <= 30% at 50 clients)')
     _print_aggregation_cost(medians, 'agg_dp_ftrl', 'agg_blt', 'tff_dp_ftrl',
                             'BLT noise', ' (goal <= 5% at 50 clients)')
+    _print_aggregation_cost(medians, 'agg_dp_ftrl', 'agg_bandmf',
+                            'tff_dp_ftrl', 'BandMF noise',
+                            f' (b = {BANDMF_BANDS}; goal <= 10%)')
   return all_medians
 
 

@@ -137,6 +137,11 @@ def number(value: Any, spec: str = '.4f') -> str:
 def _noise_text(privacy: Dict[str, Any]) -> str:
   if privacy.get('mechanism') == 'blt':
     return 'BLT noise'
+  if privacy.get('mechanism') == 'bandmf':
+    bandmf = privacy.get('bandmf') or {}
+    bound = ('' if str(bandmf.get('sensitivity')).startswith('exact') else
+             ', sensitivity bounded above')
+    return f'BandMF noise, {bandmf.get("bands")} bands{bound}'
   return f'{len(privacy["restart_rounds"])} tree restarts'
 
 

@@ -1,12 +1,15 @@
-r"""Tree aggregation against BLT noise on the paper's NWP rows (and a training).
+r"""Tree aggregation against BLT and BandMF noise on the paper's NWP rows
+(and a training).
 
 For every NWP row of the paper (T, MinS, MaxP; noise multiplier z = 7) it
-optimizes a BLT for (T, MinS, MaxP) (`accounting.blt_optimizer`, max error)
-and prints:
+optimizes a BLT for (T, MinS, MaxP) (`accounting.blt_optimizer`, max error),
+takes a column-normalized BandMF C with min(MinS + 1, 64) bands (the banded
+square root, `accounting.comparison`: its privacy is every such C's, its
+noise the optimizer's start), and prints:
 
-  * the tree's rho-zCDP and the BLT's at the same z;
-  * z_blt, the noise multiplier the BLT needs for the tree's rho-zCDP:
-    z_blt = sqrt(sens_blt^2 / (2 rho_tree));
+  * the tree's rho-zCDP, the BLT's and BandMF's at the same z;
+  * z_blt (z_bandmf), the noise multiplier the BLT (BandMF) needs for the
+    tree's rho-zCDP: z_blt = sqrt(sens_blt^2 / (2 rho_tree));
   * at that equal rho, the max over rounds of the noise standard deviation
     of the released prefix sum (the model's noise before the server's
     momentum and learning rate, which are the same for both), in units of
@@ -72,7 +75,10 @@ def _write_privacy(rows, output_dir):
             'dp_fedavg_epsilon',
             'blt_noise_multiplier_at_tree_zcdp', 'tree_max_noise_std',
             'blt_max_noise_std', 'std_ratio', 'blt_num_buffers',
-            'blt_buf_decay', 'blt_output_scale']
+            'blt_buf_decay', 'blt_output_scale', 'bandmf_bands',
+            'bandmf_zcdp', 'bandmf_epsilon',
+            'bandmf_noise_multiplier_at_tree_zcdp', 'bandmf_max_noise_std',
+            'bandmf_std_ratio']
   run_directory.write_csv_atomic(
       os.path.join(output_dir, 'compare_mechanisms.csv'),
       [{k: r[k] for k in fields} for r in rows])
@@ -84,12 +90,17 @@ def _write_privacy(rows, output_dir):
       [('prefix-sum noise std / C (de-DE, equal zCDP)',
         [('tree (z = 7)', xs, de['tree_std_per_round']),
          (f'BLT (z = {de["blt_noise_multiplier_at_tree_zcdp"]:.2f})', xs,
-          de['blt_std_per_round'])], False),
-       ('max noise std, BLT / tree',
-        [('NWP rows', [r['rounds'] for r in by_rounds],
-          [r['std_ratio'] for r in by_rounds])], False)],
+          de['blt_std_per_round']),
+         (f'BandMF, {de["bandmf_bands"]} bands (z = '
+          f'{de["bandmf_noise_multiplier_at_tree_zcdp"]:.2f})', xs,
+          de['bandmf_std_per_round'])], False),
+       ('max noise std / tree\'s',
+        [('BLT', [r['rounds'] for r in by_rounds],
+          [r['std_ratio'] for r in by_rounds]),
+         ('BandMF', [r['rounds'] for r in by_rounds],
+          [r['bandmf_std_ratio'] for r in by_rounds])], False)],
       xlabel='round (left) / rounds T of the row (right)',
-      title='Tree vs BLT noise at equal rho-zCDP (paper NWP rows)')
+      title='Tree vs BLT vs BandMF noise at equal rho-zCDP (paper NWP rows)')
 
 
 def _print_privacy(rows):
@@ -97,20 +108,25 @@ def _print_privacy(rows):
         f'optimized for each (T, MinS, MaxP), max error.')
   print(f'{"task":7} {"T":>5} {"MinS":>5} {"MaxP":>4} {"tree zCDP":>9} '
         f'{"BLT zCDP":>9} {"z_BLT":>7} {"std tree":>9} {"std BLT":>8} '
-        f'{"ratio":>6} {"buf":>3} {"eps tree":>8} {"eps BLT":>8} '
-        f'{"eps FedAvg*":>11}')
+        f'{"ratio":>6} {"buf":>3} {"b":>3} {"z_MF":>6} {"std MF":>7} '
+        f'{"eps tree":>8} {"eps BLT":>8} {"eps MF":>7} {"eps FedAvg*":>11}')
   for r in rows:
     print(f'{r["task"]:7} {r["rounds"]:5d} {r["min_separation"]:5d} '
           f'{r["max_participation"]:4d} {r["tree_zcdp"]:9.4f} '
           f'{r["blt_zcdp"]:9.4f} {r["blt_noise_multiplier_at_tree_zcdp"]:7.3f} '
           f'{r["tree_max_noise_std"]:9.2f} {r["blt_max_noise_std"]:8.2f} '
           f'{r["std_ratio"]:6.3f} {r["blt_num_buffers"]:3d} '
+          f'{r["bandmf_bands"]:3d} '
+          f'{r["bandmf_noise_multiplier_at_tree_zcdp"]:6.3f} '
+          f'{r["bandmf_max_noise_std"]:7.2f} '
           f'{r["tree_epsilon"]:8.3f} {r["blt_epsilon"]:8.3f} '
-          f'{r["dp_fedavg_epsilon"]:11.4f}')
-  print('z_BLT: the BLT\'s noise multiplier for the tree\'s zCDP. std: max '
-        'over rounds of the prefix-sum noise std / C at that equal zCDP. '
-        f'eps: at delta {accounting.DEFAULT_DELTA:g}, z = '
-        f'{paper_tables.NOISE_MULTIPLIER:g} for all three.')
+          f'{r["bandmf_epsilon"]:7.3f} {r["dp_fedavg_epsilon"]:11.4f}')
+  print('z_BLT, z_MF: the BLT\'s and BandMF\'s noise multipliers for the '
+        'tree\'s zCDP. std: max over rounds of the prefix-sum noise std / C '
+        'at that equal zCDP. b: BandMF\'s bands (column-normalized; noise of '
+        'the banded square root, the optimizer\'s start: see '
+        f'docs/algorithms.md). eps: at delta {accounting.DEFAULT_DELTA:g}, z = '
+        f'{paper_tables.NOISE_MULTIPLIER:g} for all four.')
   print('* DP-FedAvg (Gaussian noise z C each round) with Poisson sampling '
         'at q = 1 / (MinS + 1), the rate of the population that allows the '
         'row\'s MinS: it ' + sampled_gaussian.ASSUMPTION + '. Not a '

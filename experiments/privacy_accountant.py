@@ -15,6 +15,11 @@ Examples:
   # for these T, MinS and MaxP (or read with --blt_params=FILE).
   python -m experiments.privacy_accountant --rounds=930 --noise_multiplier=7 \
       --min_separation=212 --max_participation=4 --aggregator=dp_ftrl_blt
+  # BandMF noise: C optimized with 64 bands (or read from Gboard's published
+  # format with --bandmf_matrix_dir=DIR); prints C's prefix-sum error too.
+  python -m experiments.privacy_accountant --rounds=930 --noise_multiplier=7 \
+      --min_separation=212 --max_participation=4 --aggregator=dp_ftrl_bandmf \
+      --bandmf_bands=64
 
 --aggregator, --restart_warmup and --restart_frequency are the training
 binary's settings (declared once in `config.TrainConfig`). The earlier

@@ -12,7 +12,10 @@ Public API:
   BLT, band_from_min_separation, blt_sensitivity_squared,
   minsep_sensitivity_squared, blt_prefix_variance,
   tree_prefix_variance                            (toeplitz.py)
-  compute_privacy (this file: everything for one configuration, tree or BLT)
+  banded_sensitivity_squared, sensitivity_upper_bound_squared, optimize,
+  error_summary, load_published                  (bandmf.py, as bandmf.*)
+  compute_privacy (this file: everything for one configuration: tree, BLT
+  or BandMF)
 """
 
 import dataclasses
@@ -69,6 +72,7 @@ class PrivacyReport:
   secagg: Optional[dict] = None
   mechanism: str = 'tree'
   blt: Optional[dict] = None
+  bandmf: Optional[dict] = None
 
   def as_dict(self) -> dict:
     return dataclasses.asdict(self)
@@ -85,13 +89,18 @@ def compute_privacy(*, rounds: int, noise_multiplier: float,
                     clip_norm: Optional[float] = None,
                     alpha: float = DEFAULT_ALPHA,
                     with_epsilon: bool = True,
-                    blt: Optional[BLT] = None) -> PrivacyReport:
+                    blt: Optional[BLT] = None,
+                    bandmf=None) -> PrivacyReport:
   """rho-zCDP and (epsilon, delta) of one DP-FTRL configuration.
 
   The noise is the tree's (Kairouz et al. 2021), or with `blt` the BLT's
   (toeplitz.py): then sens^2 is the min-separation sensitivity of the BLT's
   Toeplitz matrix (Theorem 2 of arXiv 2405.13763, a float) and there are no
-  restarts or adaptive clipping.
+  restarts or adaptive clipping. With `bandmf` (a banded strategy C of at
+  least T rounds; its leading T x T block releases the first T rounds)
+  sens^2 is that of x -> C x: exact when C has at most MinS + 1 bands, else
+  the upper bound of Algorithm 4 of arXiv 2306.08153 (`bandmf.
+  sensitivity_squared`; the report's bandmf['sensitivity'] says which).
 
   Args:
     rounds: T.
@@ -110,6 +119,7 @@ def compute_privacy(*, rounds: int, noise_multiplier: float,
     alpha: SecAgg rounding parameter.
     with_epsilon: compute epsilon (PLD takes ~0.1 s); NaN when False.
     blt: the strategy matrix of BLT-DP-FTRL; None for tree aggregation.
+    bandmf: the strategy matrix C of BandMF-DP-FTRL (T' x T', T' >= T).
   """
   rounds = checks.check_int(rounds, 'rounds', minimum=1)
   z = checks.check_positive(noise_multiplier, 'noise_multiplier')
@@ -127,8 +137,16 @@ def compute_privacy(*, rounds: int, noise_multiplier: float,
     value_noise = value_noise_multiplier(z, clipped_count_stddev)
   effective_z, secagg_info = _secagg_terms(z, secagg_scale, model_dim,
                                            clip_norm, alpha)
-  sens2 = _sensitivity_squared(rounds, max_participation, min_separation,
-                               restart_rounds, blt, clipped_count_stddev)
+  bandmf_info = None
+  if bandmf is not None:
+    if blt is not None:
+      raise ValueError('blt and bandmf are two mechanisms; give one.')
+    sens2, bandmf_info = _bandmf_sensitivity_squared(
+        bandmf, rounds, max_participation, min_separation, restart_rounds,
+        clipped_count_stddev)
+  else:
+    sens2 = _sensitivity_squared(rounds, max_participation, min_separation,
+                                 restart_rounds, blt, clipped_count_stddev)
   rho = sens2 / (2.0 * effective_z**2)
   return PrivacyReport(
       rounds=rounds,
@@ -145,9 +163,39 @@ def compute_privacy(*, rounds: int, noise_multiplier: float,
       value_noise_multiplier=value_noise,
       clipped_count_stddev=clipped_count_stddev,
       secagg=secagg_info,
-      mechanism='tree' if blt is None else 'blt',
+      mechanism=('bandmf' if bandmf is not None else
+                 'tree' if blt is None else 'blt'),
       blt=None if blt is None else blt.as_dict(),
+      bandmf=bandmf_info,
   )
+
+
+# The words of a BandMF report's bandmf['sensitivity'].
+BANDMF_EXACT = 'exact (banded: C has at most MinS + 1 bands)'
+BANDMF_UPPER_BOUND = ('upper bound (C has more than MinS + 1 bands; '
+                      'Algorithm 4 of arXiv 2306.08153)')
+
+
+def _bandmf_sensitivity_squared(c, rounds, max_participation,
+                                min_separation, restart_rounds,
+                                clipped_count_stddev):
+  """(sens^2 of the first T rounds of C, the report's bandmf dict)."""
+  from dpftrl_tff.accounting import bandmf  # pylint: disable=g-import-not-at-top
+  if restart_rounds or clipped_count_stddev is not None:
+    raise ValueError('BandMF noise has no tree restarts and no adaptive '
+                     'clipping; restart_rounds and clipped_count_stddev '
+                     'must be unset with bandmf.')
+  c, _ = bandmf.check_banded(c)
+  if c.shape[0] < rounds:
+    raise ValueError(f'the BandMF C is for {c.shape[0]} rounds, fewer than '
+                     f'the {rounds} rounds to account.')
+  block = c[:rounds, :rounds]
+  sens2, exact = bandmf.sensitivity_squared(block, min_separation,
+                                            max_participation)
+  return sens2, dict(bands=bandmf.check_banded(block)[1],
+                     matrix_rounds=int(c.shape[0]),
+                     sensitivity=BANDMF_EXACT if exact else
+                     BANDMF_UPPER_BOUND)
 
 
 def _secagg_terms(z: float, secagg_scale, model_dim, clip_norm, alpha):

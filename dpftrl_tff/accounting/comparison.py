@@ -1,10 +1,19 @@
-"""Tree aggregation against BLT noise (and DP-FedAvg) on one setting.
+"""Tree aggregation against BLT and BandMF noise (and DP-FedAvg) on one
+setting.
 
 `compare_row` is the row of `experiments.compare_mechanisms` for one
-(T, MinS, MaxP): privacy of both at the same noise multiplier, the BLT's
-noise multiplier at the tree's rho-zCDP, and the noise of the released
-prefix sums at equal privacy; `compare_paper_rows` does the paper's NWP
-rows.
+(T, MinS, MaxP): privacy of each at the same noise multiplier, the BLT's
+and BandMF's noise multipliers at the tree's rho-zCDP, and the noise of the
+released prefix sums at equal privacy; `compare_paper_rows` does the
+paper's NWP rows.
+
+BandMF there has b = min(MinS + 1, 64) bands and is column-normalized, so
+its sensitivity (and privacy) is that of every such C: sens^2 = MaxP
+participations of unit columns. Its noise is that of the banded square
+root of the prefix-sum matrix (`bandmf.initial_strategy`), the optimizer's
+start: optimizing C for T up to 3,600 rounds takes minutes a row, and only
+lowers the mean error further (`accounting.bandmf.optimize` never returns
+a C worse than its start).
 """
 
 import math
@@ -12,9 +21,15 @@ import math
 import numpy as np
 
 from dpftrl_tff import accounting
+from dpftrl_tff.accounting import bandmf
 from dpftrl_tff.accounting import blt_optimizer
 from dpftrl_tff.accounting import paper_tables
 from dpftrl_tff.accounting import sampled_gaussian
+
+
+# Bands of the comparison's BandMF: the training default's cap
+# (`mechanisms.bandmf.DEFAULT_MAX_BANDS`).
+BANDMF_MAX_BANDS = 64
 
 
 def compare_row(rounds, min_separation, max_participation,
@@ -44,6 +59,14 @@ def compare_row(rounds, min_separation, max_participation,
   tree_std = noise_multiplier * np.sqrt(
       accounting.tree_prefix_variance(rounds))
   blt_std = z_blt * np.sqrt(accounting.blt_prefix_variance(blt, rounds))
+  bands = min(min_separation + 1, BANDMF_MAX_BANDS, rounds)
+  banded = bandmf.initial_strategy(rounds, bands)
+  bandmf_report = accounting.compute_privacy(
+      rounds=rounds, noise_multiplier=noise_multiplier,
+      max_participation=max_participation, min_separation=min_separation,
+      bandmf=banded, with_epsilon=False)
+  z_bandmf = math.sqrt(bandmf_report.sensitivity_squared / (2 * tree.zcdp))
+  bandmf_std = z_bandmf * np.sqrt(bandmf.prefix_sum_errors(banded))
   return dict(
       rounds=rounds, min_separation=min_separation,
       max_participation=max_participation,
@@ -56,6 +79,12 @@ def compare_row(rounds, min_separation, max_participation,
       tree_max_noise_std=float(tree_std.max()),
       blt_max_noise_std=float(blt_std.max()),
       std_ratio=float(blt_std.max() / tree_std.max()),
+      bandmf_bands=bands, bandmf_zcdp=bandmf_report.zcdp,
+      bandmf_epsilon=accounting.epsilon_pld(bandmf_report.zcdp),
+      bandmf_noise_multiplier_at_tree_zcdp=z_bandmf,
+      bandmf_max_noise_std=float(bandmf_std.max()),
+      bandmf_std_ratio=float(bandmf_std.max() / tree_std.max()),
+      bandmf_std_per_round=bandmf_std,
       blt_num_buffers=blt.num_buffers,
       blt_buf_decay=' '.join(f'{x:.12g}' for x in blt.buf_decay),
       blt_output_scale=' '.join(f'{x:.12g}' for x in blt.output_scale),

@@ -34,6 +34,24 @@ from dpftrl_tff.aggregators import dp_ftrl
 from dpftrl_tff.aggregators import fused_clip
 
 
+def seed_tensor(noise_seed: int):
+  """The int64 [2] stateless seed of a 62-bit noise seed."""
+  return tf.constant([noise_seed >> 31, noise_seed & (2**31 - 1)], tf.int64)
+
+
+def standard_normal(record_specs, seed, round_index):
+  """Z_t: i.i.d. N(0, 1) of the records' structure, drawn statelessly from
+  (seed, t), so a resumed run draws the same Z_t (the streamed noises of
+  BLT and BandMF)."""
+  round_seed = tf.random.experimental.stateless_fold_in(
+      seed, tf.cast(round_index, tf.int64))
+  flat_specs = tf.nest.flatten(record_specs)
+  flat = [tf.random.stateless_normal(
+      s.shape, seed=tf.random.experimental.stateless_fold_in(round_seed, i),
+      dtype=s.dtype) for i, s in enumerate(flat_specs)]
+  return tf.nest.pack_sequence_as(record_specs, flat)
+
+
 class BLTGlobalState(NamedTuple):
   """State of `BLTResidualSumQuery`.
 
@@ -84,10 +102,9 @@ class BLTResidualSumQuery(tfp.SumAggregationDPQuery):
                                  self._record_specs)
 
   def initial_global_state(self):
-    seed = tf.constant([self._seed >> 31, self._seed & (2**31 - 1)],
-                       tf.int64)
     return BLTGlobalState(
-        clip_value=tf.constant(self._clip_norm, tf.float32), seed=seed,
+        clip_value=tf.constant(self._clip_norm, tf.float32),
+        seed=seed_tensor(self._seed),
         round=tf.constant(0, tf.int64),
         buffers=tuple(self._zeros() for _ in self._inv_decay))
 
@@ -101,13 +118,7 @@ class BLTResidualSumQuery(tfp.SumAggregationDPQuery):
 
   def standard_normal(self, seed, round_index):
     """Z_t: i.i.d. N(0, 1) of the records' structure, from (seed, t)."""
-    round_seed = tf.random.experimental.stateless_fold_in(
-        seed, tf.cast(round_index, tf.int64))
-    flat_specs = tf.nest.flatten(self._record_specs)
-    flat = [tf.random.stateless_normal(
-        s.shape, seed=tf.random.experimental.stateless_fold_in(round_seed, i),
-        dtype=s.dtype) for i, s in enumerate(flat_specs)]
-    return tf.nest.pack_sequence_as(self._record_specs, flat)
+    return standard_normal(self._record_specs, seed, round_index)
 
   def get_noised_result(self, sample_state, global_state):
     z = self.standard_normal(global_state.seed, global_state.round)

@@ -16,13 +16,14 @@ definitions use this registry without loading TensorFlow.
 from typing import Dict, Tuple
 
 from dpftrl_tff.aggregators.mechanisms import adaptive
+from dpftrl_tff.aggregators.mechanisms import bandmf
 from dpftrl_tff.aggregators.mechanisms import base
 from dpftrl_tff.aggregators.mechanisms import blt
 from dpftrl_tff.aggregators.mechanisms import dp_ftrl
 from dpftrl_tff.aggregators.mechanisms import none
 
 # In the order --help lists them.
-_MODULES = (none, dp_ftrl, adaptive, blt)
+_MODULES = (none, dp_ftrl, adaptive, blt, bandmf)
 _MECHANISMS: Dict[str, base.Mechanism] = {m.MECHANISM.name: m.MECHANISM
                                      for m in _MODULES}
 
@@ -46,3 +47,5 @@ def accounted() -> Tuple[str, ...]:
 
 # The BLT a dp_ftrl_blt config resolves to (the accountant's and the tests').
 optimized_blt = blt.optimized_blt
+# The C a dp_ftrl_bandmf config resolves to.
+bandmf_strategy = bandmf.strategy

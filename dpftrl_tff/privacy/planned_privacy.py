@@ -64,7 +64,7 @@ _DEFAULTS = config_lib.TrainConfig
 MECHANISM_FLAGS = ('aggregator', 'clip_norm', 'secagg_scale',
                    'restart_warmup', 'restart_frequency',
                    'clipped_count_stddev', 'blt_params', 'blt_num_buffers',
-                   'blt_error')
+                   'blt_error', 'bandmf_bands', 'bandmf_matrix_dir')
 # Unset means "not given" for these (no SecAgg; C only with SecAgg).
 MECHANISM_FLAG_DEFAULTS = dict(clip_norm=None, secagg_scale=None)
 
@@ -140,6 +140,7 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
                  clipped_count_stddev=None, secagg_scale=None,
                  model_dim=None, clip_norm=None, blt_params=None,
                  blt_num_buffers=None, blt_error=_DEFAULTS.blt_error,
+                 bandmf_bands=None, bandmf_matrix_dir=None,
                  with_epsilon=True):
   """Validates flag values and returns the report as a dict.
 
@@ -148,8 +149,11 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   dp_ftrl_adaptive (Algorithm 1: tree restarts at `restart_warmup` +
   `restart_frequency` i, as training accounts them, unless `restart_rounds`
   gives others; sigma_b `clipped_count_stddev`, default report_goal / 20)
-  or dp_ftrl_blt (BLT noise). `with_epsilon=False` leaves out the epsilon
-  (PLD, the slow part) where only rho is needed.
+  dp_ftrl_blt (BLT noise) or dp_ftrl_bandmf (BandMF noise: C optimized
+  with `bandmf_bands` bands, default MinS + 1 up to 64, or read from
+  `bandmf_matrix_dir`; the report adds C's `mean_error` and `max_error`).
+  `with_epsilon=False` leaves out the epsilon (PLD, the slow part) where
+  only rho is needed.
   """
   mechanism = _mechanism(aggregator)
   adaptive_clipping = mechanism.estimates_clip
@@ -161,9 +165,9 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   if adaptive_clipping and clipped_count_stddev is None:
     clipped_count_stddev = _default_count_stddev(report_goal)
   restarts = parse_restart_rounds(restart_rounds, rounds)
-  if restarts and mechanism.accounted_noise == 'blt':
-    raise ValueError('--restart_rounds are tree aggregation\'s; BLT noise '
-                     'has no tree to restart.')
+  if restarts and mechanism.accounted_noise in ('blt', 'bandmf'):
+    raise ValueError(f'--restart_rounds are tree aggregation\'s; '
+                     f'--aggregator={aggregator} has no tree to restart.')
   # The mechanism's settings, validated as training validates them (the
   # registry), the BLT optimized or read as training does; the report goal
   # matters here only through sigma_b, resolved above.
@@ -172,6 +176,10 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   if blt_noise and blt_params is None:   # Optimized for these.
     plan = dict(blt_min_separation=min(min_separation, rounds - 1),
                 blt_max_participation=max_participation)
+  bandmf_noise = mechanism.accounted_noise == 'bandmf'
+  if bandmf_noise and bandmf_bands is None and bandmf_matrix_dir is None:
+    from dpftrl_tff.aggregators.mechanisms import bandmf as bandmf_mechanism  # pylint: disable=g-import-not-at-top
+    bandmf_bands = bandmf_mechanism.default_bands(min_separation, rounds)
   secagg = {} if secagg_scale is None else dict(
       secagg=True, secagg_scale=secagg_scale,
       clip_norm=_DEFAULTS.clip_norm if clip_norm is None else clip_norm)
@@ -181,7 +189,8 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
       clipped_count_stddev=clipped_count_stddev, **secagg,
       restart_warmup=restart_warmup, restart_frequency=restart_frequency,
       blt_params=blt_params, blt_num_buffers=blt_num_buffers,
-      blt_error=blt_error, **plan)
+      blt_error=blt_error, bandmf_bands=bandmf_bands,
+      bandmf_matrix_dir=bandmf_matrix_dir, **plan)
   if adaptive_clipping and restart_rounds is None:   # As training's.
     restarts = accounting.paper_restart_rounds(
         rounds, warmup=restart_warmup, frequency=restart_frequency)
@@ -193,9 +202,17 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
       restart_rounds=restarts, delta=delta,
       clipped_count_stddev=clipped_count_stddev, secagg_scale=secagg_scale,
       model_dim=model_dim, clip_norm=clip_norm, blt=blt,
+      bandmf=registry.bandmf_strategy(config) if bandmf_noise else None,
       with_epsilon=with_epsilon).as_dict()
   if optimized is not None:
     report['blt'] = optimized.as_dict()
+  if bandmf_noise:
+    from dpftrl_tff.accounting import bandmf as bandmf_accounting  # pylint: disable=g-import-not-at-top
+    report['bandmf'].update(
+        source=('optimized' if bandmf_matrix_dir is None else
+                bandmf_matrix_dir),
+        **bandmf_accounting.error_summary(
+            registry.bandmf_strategy(config)[:rounds, :rounds]))
   report.update(
       restart_rounds=list(report['restart_rounds']), aggregator=aggregator,
       requested_max_participation=max_participation,
@@ -230,8 +247,8 @@ def _maxp_note(r):
 
 def format_report(r):
   lines = [
-      'DP-FTRL privacy' + (', BLT noise' if r['mechanism'] == 'blt' else
-                           ', tree aggregation'),
+      'DP-FTRL privacy' + {'blt': ', BLT noise', 'bandmf': ', BandMF noise'
+                           }.get(r['mechanism'], ', tree aggregation'),
       f'  rounds T                : {r["rounds"]}',
       f'  noise multiplier z      : {r["noise_multiplier"]:g}',
       f'  min separation MinS     : {r["min_separation"]}',
@@ -264,8 +281,15 @@ def format_report(r):
                  f'{[float(f"{x:.10g}") for x in r["blt"]["buf_decay"]]}')
     lines.append(f'  BLT output scales       : '
                  f'{[float(f"{x:.10g}") for x in r["blt"]["output_scale"]]}')
-  sens_label = ('sensitivity^2 (BLT)' if r['mechanism'] == 'blt' else
-                'sum of squared counts')
+  if r.get('bandmf') is not None:
+    b = r['bandmf']
+    lines.append(f'  BandMF C                : {b["bands"]} bands, '
+                 f'{b["source"]}; sensitivity {b["sensitivity"]}')
+    lines.append(f'  BandMF prefix-sum error : mean {b["mean_error"]:.6g}, '
+                 f'max {b["max_error"]:.6g} (unit noise, sensitivity 1)')
+  sens_label = {'blt': 'sensitivity^2 (BLT)',
+                'bandmf': 'sensitivity^2 (BandMF)'}.get(
+                    r['mechanism'], 'sum of squared counts')
   lines += [
       f'  {sens_label:<24}: {r["sensitivity_squared"]:.10g}',
       f'  rho-zCDP                : {r["zcdp"]:.6g}',

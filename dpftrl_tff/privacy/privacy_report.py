@@ -79,6 +79,13 @@ def _mechanism_lines(privacy, clipping: str) -> List[str]:
              f'z C per coordinate, z = {z:g}; buffer decays '
              f'{_floats(blt.get("buf_decay"))}, output scales '
              f'{_floats(blt.get("output_scale"))}.')
+  elif privacy.get('mechanism') == 'bandmf':
+    bandmf = privacy.get('bandmf') or {}
+    noise = ('BandMF-DP-FTRL (banded matrix factorization, Choquette-Choo '
+             'et al. 2023; arXiv 2306.08153): correlated Gaussian noise '
+             f'z C (C_b^-1 Z)_t with z = {z:g}, C_b lower triangular with '
+             f'{bandmf.get("bands")} bands; sensitivity '
+             f'{bandmf.get("sensitivity")}.')
   else:
     restarts = privacy.get('restart_rounds') or []
     noise = ('DP-FTRL with tree aggregation (Kairouz et al. 2021): Gaussian '
@@ -211,14 +218,24 @@ def _accounting_lines(privacy: Dict[str, Any], participation: str,
   eps = number(privacy['epsilon'], '.6g')
   rho = number(privacy['zcdp'], '.6g')
   delta = number(privacy['delta'], 'g')
+  bandmf = privacy.get('bandmf') or {}
+  bounded = bandmf and not str(bandmf.get('sensitivity')).startswith('exact')
   lines = [
       '', '## 4. Privacy accounting', '',
-      '- Type: rho-zCDP (Bun and Steinke 2016) from the exact sensitivity '
-      'of the noise: rho = sensitivity^2 / (2 z_eff^2), the sensitivity '
-      'maximised over every participation pattern with MaxP '
-      'participations at least MinS rounds apart (the paper\'s accountant '
-      'and TF Privacy\'s, exact; for BLT the min-separation sensitivity of '
-      'its Toeplitz matrix). epsilon: PLD accounting (dp_accounting) of '
+      '- Type: rho-zCDP (Bun and Steinke 2016) from the '
+      + ('upper bound on the sensitivity of the noise (BandMF with more '
+         'bands than MinS + 1: Algorithm 4 of arXiv 2306.08153, over every '
+         'participation pattern with MaxP participations at least MinS '
+         'rounds apart): rho = sensitivity^2 / (2 z_eff^2) is then an upper '
+         'bound too, so the guarantee holds and may be loose.'
+         if bounded else
+         'exact sensitivity of the noise: rho = sensitivity^2 / (2 z_eff^2), '
+         'the sensitivity maximised over every participation pattern with '
+         'MaxP participations at least MinS rounds apart (the paper\'s '
+         'accountant and TF Privacy\'s, exact; for BLT the min-separation '
+         'sensitivity of its Toeplitz matrix; for BandMF the sum of the MaxP '
+         'largest squared column norms of C, MinS apart).')
+      + ' epsilon: PLD accounting (dp_accounting) of '
       'the Gaussian mechanism with that rho, at the delta below; the '
       'closed form rho + 2 sqrt(rho log(1/delta)) beside it is looser.',
       f'- Assumptions: {participation}',

@@ -69,7 +69,8 @@ def privacy_dict(report, **extra):
               effective_noise_multiplier=report.effective_noise_multiplier,
               value_noise_multiplier=report.value_noise_multiplier,
               clipped_count_stddev=report.clipped_count_stddev,
-              secagg=report.secagg, blt=report.blt)
+              secagg=report.secagg, blt=report.blt,
+              bandmf=report.bandmf)
 
 
 def launch_equivalent_privacy(config: TrainConfig,

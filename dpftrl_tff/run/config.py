@@ -21,6 +21,7 @@ from dpftrl_tff import settings
 from dpftrl_tff.accounting import blt_optimizer
 from dpftrl_tff.aggregators import registry
 from dpftrl_tff.aggregators.mechanisms import adaptive as adaptive_mechanism
+from dpftrl_tff.aggregators.mechanisms import bandmf as bandmf_mechanism
 from dpftrl_tff.aggregators.mechanisms import base as mechanism_base
 from dpftrl_tff.aggregators.mechanisms import blt as blt_mechanism
 from dpftrl_tff.remote import workers
@@ -35,6 +36,7 @@ _of = settings.same_setting
 # mechanisms read.
 _ADAPTIVE = adaptive_mechanism.AdaptiveSettings
 _BLT = blt_mechanism.BLTSettings
+_BANDMF = bandmf_mechanism.BandMFSettings
 _SECAGG = mechanism_base.SecAggSettings
 _TIMER = participation_lib.TimerSettings
 
@@ -79,12 +81,13 @@ class TrainConfig:
   aggregator: str = _field(
       'dp_ftrl', 'Model-update aggregation (see '
       'dpftrl_tff.aggregators.registry): none (plain FedAvg mean), dp_ftrl '
-      '(fixed clip, tree noise), dp_ftrl_adaptive (Algorithm 1) or '
-      'dp_ftrl_blt (fixed clip, BLT noise).',
+      '(fixed clip, tree noise), dp_ftrl_adaptive (Algorithm 1), '
+      'dp_ftrl_blt (fixed clip, BLT noise) or dp_ftrl_bandmf (fixed clip, '
+      'banded matrix factorization noise).',
       flag_type='enum')
   noise_multiplier: float = _field(
       0.0, 'Noise multiplier z: tree node noise std z * C (adaptive: the '
-      'equivalent z of Theorem 1; BLT: noise z * C * (C^-1 Z)_t).')
+      'equivalent z of Theorem 1; BLT and BandMF: noise z * C * (C^-1 Z)_t).')
   clip_norm: float = _field(1.0, 'l2 clip norm C of client updates (fixed '
                             'clip, and SecAgg).')
   noise_seed: Optional[int] = _field(
@@ -107,6 +110,9 @@ class TrainConfig:
   blt_error: str = _of(_BLT, 'blt_error')
   blt_min_separation: Optional[int] = _of(_BLT, 'blt_min_separation')
   blt_max_participation: Optional[int] = _of(_BLT, 'blt_max_participation')
+  # BandMF's, declared in mechanisms.bandmf.BandMFSettings.
+  bandmf_bands: Optional[int] = _of(_BANDMF, 'bandmf_bands')
+  bandmf_matrix_dir: Optional[str] = _of(_BANDMF, 'bandmf_matrix_dir')
   # Participation (dpftrl_tff.participation).
   participation: str = _field(
       'uniform', 'Who takes part in each round: uniform (independent '
@@ -204,6 +210,10 @@ class TrainConfig:
   # read back from its blt.json.
   resolved_blt: Optional[Any] = dataclasses.field(
       default=None, metadata=dict(derived=True))
+  # A resumed dp_ftrl_bandmf run's C (its band by row, nested tuples), read
+  # back from its bandmf.json.
+  resolved_bandmf: Optional[tuple] = dataclasses.field(
+      default=None, metadata=dict(derived=True), repr=False)
 
   def __post_init__(self):
     self.validate()
@@ -310,6 +320,9 @@ class TrainConfig:
   def blt_settings(self) -> blt_mechanism.BLTSettings:
     return settings.values_of(_BLT, self)
 
+  def bandmf_settings(self) -> bandmf_mechanism.BandMFSettings:
+    return settings.values_of(_BANDMF, self)
+
   def secagg_settings(self) -> mechanism_base.SecAggSettings:
     return settings.values_of(_SECAGG, self)
 
@@ -415,8 +428,10 @@ def estimate_memory_bytes(config: TrainConfig) -> int:
 
   Model-size copies: the server model, momentum, the clients' models,
   gradients and deltas being summed, TFF's serialized state and, for
-  DP-FTRL, one tree node per level (log2 T + 2); plus the logits of a
-  training batch (forward and backward) and of an evaluation batch.
+  DP-FTRL, one tree node per level (log2 T + 2); the mechanism's noise
+  buffers (BandMF: b - 1), three times (TFF's state in, out, and in
+  Python); plus the logits of a training batch (forward and backward) and
+  of an evaluation batch.
   """
   # TensorFlow (through models) only when a binary estimates memory.
   from dpftrl_tff import models  # pylint: disable=g-import-not-at-top
@@ -424,7 +439,8 @@ def estimate_memory_bytes(config: TrainConfig) -> int:
       config.vocab_size, latent_size=config.latent_size,
       embedding_size=config.embedding_size,
       shared_embedding=config.shared_embedding)
-  copies = 16 + math.log2(max(2, config.total_rounds)) + 2
+  copies = (16 + math.log2(max(2, config.total_rounds)) + 2 +
+            3 * registry.get(config.aggregator).noise_buffers(config))
   num_ids = models.extended_vocab_size(config.vocab_size)
   logits = config.sequence_length * num_ids * (
       6 * config.client_batch_size + 2 * 256)

@@ -14,6 +14,7 @@ from absl.testing import parameterized
 import numpy as np
 
 from dpftrl_tff import accounting
+from dpftrl_tff.accounting import bandmf
 from dpftrl_tff.accounting import blt_optimizer
 from dpftrl_tff.accounting import toeplitz
 
@@ -273,6 +274,18 @@ class CompareMechanismsTest(absltest.TestCase):
         row['blt_max_noise_std'],
         row['blt_noise_multiplier_at_tree_zcdp'] *
         np.sqrt(accounting.blt_prefix_variance(blt, 200)[-1]), places=6)
+    # BandMF: column-normalized with min(MinS + 1, 64) bands, so MaxP unit
+    # columns: rho = MaxP / (2 z^2) in closed form, and at its z the tree's.
+    self.assertEqual(row['bandmf_bands'], 31)
+    self.assertAlmostEqual(row['bandmf_zcdp'], 5 / (2 * 7.0**2), places=12)
+    self.assertAlmostEqual(
+        5 / (2 * row['bandmf_noise_multiplier_at_tree_zcdp']**2),
+        row['tree_zcdp'], places=12)
+    self.assertAlmostEqual(
+        row['bandmf_max_noise_std'],
+        row['bandmf_noise_multiplier_at_tree_zcdp'] * np.sqrt(np.max(
+            bandmf.prefix_sum_errors(bandmf.initial_strategy(200, 31)))),
+        places=9)
 
 
 if __name__ == '__main__':

@@ -17,6 +17,7 @@ from dpftrl_tff import settings as settings_lib
 from dpftrl_tff.aggregators import dp_ftrl
 from dpftrl_tff.aggregators import registry
 from dpftrl_tff.aggregators.mechanisms import adaptive as adaptive_mechanism
+from dpftrl_tff.aggregators.mechanisms import bandmf as bandmf_mechanism
 from dpftrl_tff.aggregators.mechanisms import base as mechanism_base
 from dpftrl_tff.aggregators.mechanisms import blt as blt_mechanism
 from dpftrl_tff.privacy import planned_privacy
@@ -36,7 +37,8 @@ class RegistryTest(parameterized.TestCase):
 
   def test_names_and_unknown(self):
     self.assertEqual(registry.names(),
-                     ('none', 'dp_ftrl', 'dp_ftrl_adaptive', 'dp_ftrl_blt'))
+                     ('none', 'dp_ftrl', 'dp_ftrl_adaptive', 'dp_ftrl_blt',
+                      'dp_ftrl_bandmf'))
     with self.assertRaisesRegex(ValueError, "--aggregator='dp_sgd' is "
                                 'unknown; allowed: none, dp_ftrl'):
       registry.get('dp_sgd')
@@ -136,7 +138,8 @@ class ConfigTest(absltest.TestCase):
     holders = config_lib.define_flags(values)
     self.assertEqual(set(holders),
                      {f.name for f in dataclasses.fields(
-                         config_lib.TrainConfig)} - {'resolved_blt'})
+                         config_lib.TrainConfig)} -
+                     {'resolved_blt', 'resolved_bandmf'})
     values(['prog', '--total_rounds=7', '--nosecagg', '--noise_seed=3',
             '--aggregator=none'])
     config = config_lib.from_flags(holders)
@@ -192,6 +195,7 @@ class OnePlaceTest(parameterized.TestCase):
     one of them as a flat TrainConfig attribute."""
     grouped = [field.name for owner in (adaptive_mechanism.AdaptiveSettings,
                                         blt_mechanism.BLTSettings,
+                                        bandmf_mechanism.BandMFSettings,
                                         mechanism_base.SecAggSettings)
                for field in dataclasses.fields(owner)]
     flat = re.compile(r'\bconfig\.(%s)\b' % '|'.join(grouped))
@@ -208,6 +212,7 @@ class OnePlaceTest(parameterized.TestCase):
     for owner, view in (
         (adaptive_mechanism.AdaptiveSettings, config.adaptive_settings()),
         (blt_mechanism.BLTSettings, config.blt_settings()),
+        (bandmf_mechanism.BandMFSettings, config.bandmf_settings()),
         (mechanism_base.SecAggSettings, config.secagg_settings())):
       self.assertIsInstance(view, owner)
       for field in dataclasses.fields(owner):
@@ -220,6 +225,7 @@ class OnePlaceTest(parameterized.TestCase):
     self.assertEqual(settings_lib.changed(config.blt_settings()),
                      ['--blt_num_buffers=2', '--blt_error=mean'])
     self.assertEqual(settings_lib.changed(config.adaptive_settings()), [])
+    self.assertEqual(settings_lib.changed(config.bandmf_settings()), [])
 
   def test_a_given_blt_refuses_every_optimizing_setting(self):
     with self.assertRaisesRegex(ValueError, r'^--blt_error=mean chooses how'):

@@ -28,6 +28,9 @@ TABLE = (
      dict(restart_warmup=40, restart_frequency=100), None),
     ('blt', 'dp_ftrl_blt', {}, None),
     ('blt_secagg', 'dp_ftrl_blt', _SECAGG, None),
+    ('bandmf', 'dp_ftrl_bandmf', {}, None),
+    ('bandmf_bands', 'dp_ftrl_bandmf', dict(bandmf_bands=8), None),
+    ('bandmf_secagg', 'dp_ftrl_bandmf', _SECAGG, None),
     ('tree_sigma_b', 'dp_ftrl', dict(clipped_count_stddev=1.0),
      '--clipped_count_stddev=1.0 applies only with '
      '--aggregator=dp_ftrl_adaptive, not dp_ftrl.'),
@@ -44,10 +47,19 @@ TABLE = (
     ('adaptive_secagg', 'dp_ftrl_adaptive',
      dict(_SECAGG, clipped_count_stddev=5.0),
      "SecAgg (--secagg; the accountant's --secagg_scale) works with "
-     '--aggregator none or dp_ftrl or dp_ftrl_blt, not dp_ftrl_adaptive.'),
+     '--aggregator none or dp_ftrl or dp_ftrl_blt or dp_ftrl_bandmf, not '
+     'dp_ftrl_adaptive.'),
     ('adaptive_warmup_not_below_frequency', 'dp_ftrl_adaptive',
      dict(restart_warmup=5, restart_frequency=5, clipped_count_stddev=5.0),
      '--restart_warmup'),
+    ('tree_bandmf_bands', 'dp_ftrl', dict(bandmf_bands=8),
+     '--bandmf_bands=8 applies only with --aggregator=dp_ftrl_bandmf, not '
+     'dp_ftrl.'),
+    ('bandmf_blt_buffers', 'dp_ftrl_bandmf', dict(blt_num_buffers=2),
+     '--blt_num_buffers=2 applies only with --aggregator=dp_ftrl_blt, not '
+     'dp_ftrl_bandmf.'),
+    ('bandmf_too_many_bands', 'dp_ftrl_bandmf', dict(bandmf_bands=301),
+     '--bandmf_bands must be an integer <= 300'),
     ('adaptive_no_z_delta', 'dp_ftrl_adaptive',
      dict(clipped_count_stddev=1.0), '--clipped_count_stddev'),
 )

@@ -15,6 +15,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 
+from dpftrl_tff import accounting
 from dpftrl_tff import console
 from dpftrl_tff import runtime
 from dpftrl_tff import strict_json
@@ -159,7 +160,8 @@ class TrainingLoopTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('tree', 'dp_ftrl'),
-      ('blt', 'dp_ftrl_blt'))   # The BLT buffers continue after resuming.
+      ('blt', 'dp_ftrl_blt'),   # The BLT buffers continue after resuming.
+      ('bandmf', 'dp_ftrl_bandmf'))   # And BandMF's.
   def test_resumed_run_equals_uninterrupted_run(self, aggregator):
     root = tempfile.mkdtemp()
     full = os.path.join(root, 'full')
@@ -178,6 +180,23 @@ class TrainingLoopTest(parameterized.TestCase):
       # Optimized for T = 4 and the population's MinS (capped at T - 1).
       self.assertEqual(saved['optimized_for']['rounds'], 4)
       self.assertEqual(saved['optimized_for']['min_separation'], 3)
+      return
+    if aggregator == 'dp_ftrl_bandmf':
+      accounted = run_privacy.accounted(final)
+      self.assertEqual(accounted['mechanism'], 'bandmf')
+      with open(os.path.join(killed, 'bandmf.json')) as f:
+        saved = strict_json.load_file(f)
+      # Planned: the population's MinS + 1 bands, at most T = 4.
+      self.assertEqual((saved['rounds'], saved['bands'],
+                        saved['source']), (4, 4, 'optimized'))
+      self.assertEqual(accounted['bandmf']['bands'], 4)
+      # Uniform participation: the observed MinS may be below 3, where
+      # the bound, not the exact value, applies; either way it is stated.
+      self.assertIn(accounted['bandmf']['sensitivity'],
+                    (accounting.BANDMF_EXACT, accounting.BANDMF_UPPER_BOUND))
+      with self.assertRaisesRegex(ValueError, '--total_rounds=5: this '
+                                  'run\'s BandMF C .* is for 4 rounds'):
+        train(tiny_config(aggregator=aggregator, total_rounds=5), killed)
       return
     with open(os.path.join(killed, training.METRICS_FILE)) as f:
       resumed_rows = list(csv.DictReader(f))

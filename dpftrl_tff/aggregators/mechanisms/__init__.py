@@ -6,7 +6,8 @@
   none       plain FedAvg mean (no DP);
   dp_ftrl    fixed clip, tree-aggregation noise;
   adaptive   Algorithm 1: adaptive clip through tree restarts;
-  blt        fixed clip, BLT noise.
+  blt        fixed clip, BLT noise;
+  bandmf     fixed clip, banded matrix factorization noise.
 
 Each module defines `MECHANISM`; `aggregators.registry` looks them up by
 name. Nothing outside these modules branches on a mechanism's name: what

@@ -79,6 +79,7 @@ def _validate(config):
                                       config.clients_per_round)
   base.check_secagg(config, 'dp_ftrl_adaptive', False)
   base.check_no_blt_flags(config)
+  base.check_no_bandmf_flags(config)
 
 
 def _factory(config, record_specs):

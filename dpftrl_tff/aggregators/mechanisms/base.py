@@ -2,7 +2,8 @@
 and SecAgg's sum.
 
 SecAgg (Algorithm 2) is not a mechanism of its own: it replaces the plain sum
-inside `none`, `dp_ftrl` and `dp_ftrl_blt` (`secagg_factory`), and the
+inside `none`, `dp_ftrl`, `dp_ftrl_blt` and `dp_ftrl_bandmf`
+(`secagg_factory`), and the
 mechanism then calibrates its noise to SecAgg's inflated sensitivity.
 """
 
@@ -25,8 +26,8 @@ class SecAggSettings:
   calibrated to the inflated sensitivity C_inflated."""
   secagg: bool = settings.setting(
       False, 'SecAgg-style discretization of client updates (Algorithm 2), '
-      'with aggregator none, dp_ftrl or dp_ftrl_blt; DP noise is calibrated '
-      'to C_inflated.')
+      'with aggregator none, dp_ftrl, dp_ftrl_blt or dp_ftrl_bandmf; DP '
+      'noise is calibrated to C_inflated.')
   secagg_scale: float = settings.setting(1024.0, 'SecAgg scale s.')
   secagg_debug: bool = settings.setting(
       False, 'Also record the l2 distance between the decoded and the true '
@@ -51,13 +52,15 @@ class Mechanism:
       clipping).
     supports_secagg: whether --secagg can replace its sum.
     describe_clipping: config -> the clipping in words (privacy reports).
-    accounted_noise: the noise the accountant computes ('tree' or 'blt'),
-      None for a mechanism without DP noise.
+    accounted_noise: the noise the accountant computes ('tree', 'blt' or
+      'bandmf'), None for a mechanism without DP noise.
     estimates_clip: Algorithm 1: the clip is estimated from a noised count
       (sigma_b, default report goal / 20) and the trees restart at
       --restart_warmup + --restart_frequency i; both enter the accounting.
     run_parameters: what the mechanism resolves when a run starts and keeps
       in the run directory (`RunParameters`), or None.
+    noise_buffers: config -> the model-size buffers its noise state holds
+      beyond the tree's (BandMF: b - 1), for the memory check.
   """
   name: str
   description: str
@@ -70,6 +73,7 @@ class Mechanism:
   accounted_noise: Optional[str] = None
   estimates_clip: bool = False
   run_parameters: Optional['RunParameters'] = None
+  noise_buffers: Callable[[Any], int] = lambda config: 0
 
   def planned(self, config, num_clients: int):
     """`config` with what the mechanism plans for `num_clients` clients
@@ -197,6 +201,13 @@ def check_no_adaptive_flags(config):
   changed from its default (`mechanisms.adaptive.AdaptiveSettings`)."""
   _refuse_changed(settings.changed(config.adaptive_settings()),
                   'dp_ftrl_adaptive', config)
+
+
+def check_no_bandmf_flags(config):
+  """The BandMF settings do nothing with another aggregator: refuse any
+  changed from its default (`mechanisms.bandmf.BandMFSettings`)."""
+  _refuse_changed(settings.changed(config.bandmf_settings()),
+                  'dp_ftrl_bandmf', config)
 
 
 def check_no_blt_flags(config):

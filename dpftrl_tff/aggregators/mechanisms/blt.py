@@ -186,6 +186,7 @@ def _validate(config):
   config.blt_settings().validate(config.total_rounds)
   base.check_secagg(config, 'dp_ftrl_blt', True)
   base.check_no_adaptive_flags(config)
+  base.check_no_bandmf_flags(config)
 
 
 def _factory(config, record_specs):
