@@ -134,7 +134,20 @@ def number(value: Any, spec: str = '.4f') -> str:
   return format(value, spec) if math.isfinite(value) else 'nan'
 
 
+def _rho_epsilon(privacy: Dict[str, Any]) -> str:
+  """'rho-zCDP x, epsilon y', or for DP-FedAvg (no zCDP figure) the
+  epsilon with the sampling it assumes."""
+  if privacy.get('poisson'):
+    return (f'epsilon {number(privacy["epsilon"], ".3f")} (Poisson sampling '
+            f'at q = {privacy["poisson"]["sampling_probability"]:.4g}, '
+            'assumed)')
+  return (f'rho-zCDP {number(privacy["zcdp"], ".4g")}, epsilon '
+          f'{number(privacy["epsilon"], ".3f")}')
+
+
 def _noise_text(privacy: Dict[str, Any]) -> str:
+  if privacy.get('poisson'):
+    return 'DP-FedAvg, independent noise each round'
   if privacy.get('mechanism') == 'blt':
     return 'BLT noise'
   if privacy.get('mechanism') == 'bandmf':
@@ -185,9 +198,9 @@ def summary_text(summary: Dict[str, Any]) -> str:
     lines.append(
         f'Privacy: NONE. --noise_seed={hypothetical["noise_seed"]} fixed the '
         f'DP noise, so anyone with the seed can remove it. With '
-        f'unpredictable noise the same run would have had rho-zCDP '
-        f'{hypothetical["zcdp"]:.4g}, epsilon {hypothetical["epsilon"]:.3f} '
-        f'at delta {hypothetical["delta"]:g} (not this run\'s guarantee).')
+        f'unpredictable noise the same run would have had '
+        f'{_rho_epsilon(hypothetical)} at delta {hypothetical["delta"]:g} '
+        f'(not this run\'s guarantee).')
   elif privacy is None:
     lines.append('Privacy: none (--aggregator=none or --noise_multiplier=0).')
   else:
@@ -195,8 +208,8 @@ def summary_text(summary: Dict[str, Any]) -> str:
     min_sep_text = (str(min_sep) if min_sep >= 0 else
                     'none: no client took part twice')
     lines.append(
-        f'Privacy spent: rho-zCDP {privacy["zcdp"]:.4g}, epsilon '
-        f'{privacy["epsilon"]:.3f} at delta {privacy["delta"]:g} '
+        f'Privacy spent: {_rho_epsilon(privacy)} at delta '
+        f'{privacy["delta"]:g} '
         f'(z={privacy["noise_multiplier"]:g}, T={privacy["rounds"]}, '
         f'{_noise_text(privacy)}, observed '
         f'MaxP={privacy["observed_max_participation"]}, '
@@ -206,19 +219,20 @@ def summary_text(summary: Dict[str, Any]) -> str:
       lines.append(
           f'  planned by the participation model (MinS >= '
           f'{planned["guaranteed_min_separation"]}, MaxP <= '
-          f'{planned["max_participation"]}): rho-zCDP '
-          f'{planned["zcdp"]:.4g}, epsilon {planned["epsilon"]:.3f}')
+          f'{planned["max_participation"]}): {_rho_epsilon(planned)}')
     launch = privacy.get('launch_equivalent')
     if launch:
+      participation = (
+          f'T={launch["rounds"]}' if launch.get('poisson') else
+          f'(MinS <= {launch["population_min_separation"]}), '
+          f'T={launch["rounds"]}, MinS {launch["min_separation"]}, '
+          f'worst-case MaxP {launch["max_participation"]}')
       lines.append(
           f'Launch-equivalent privacy (NOT this run\'s guarantee: a launch '
           f'with report goal {launch["report_goal"]} and the same noise per '
           f'client, z={launch["noise_multiplier"]:g}, population '
-          f'{launch["population"]:,} (MinS <= '
-          f'{launch["population_min_separation"]}), T={launch["rounds"]}, '
-          f'MinS {launch["min_separation"]}, worst-case MaxP '
-          f'{launch["max_participation"]}): rho-zCDP {launch["zcdp"]:.4g}, '
-          f'epsilon {launch["epsilon"]:.3f} at delta {launch["delta"]:g}')
+          f'{launch["population"]:,} {participation}): '
+          f'{_rho_epsilon(launch)} at delta {launch["delta"]:g}')
   lines += empirical_privacy_lines(summary.get('empirical_privacy'),
                                    bool(hypothetical))
   if summary.get('exposure'):

@@ -118,9 +118,11 @@ def run():
   bound = ('upper bound' if config.noise_seed is None else
            'NOT a bound of this audit, whose --noise_seed fixed the noise: '
            'the bound had it been unpredictable')
+  min_sep = result['observed_min_separation']
   print(f'Accounted epsilon ({bound}; observed MaxP '
         f'{result["observed_max_participation"]}, MinS '
-        f'{result["observed_min_separation"]}): '
+        f'{min_sep if min_sep >= 0 else "none: no client took part twice"}'
+        '): '
         + ('none (no DP noise)' if result['accounted_epsilon'] is None
            else console.number(result['accounted_epsilon'], '.4g')))
   print('Judged by the interval: ' + privacy_report.empirical_verdict(

@@ -73,6 +73,11 @@ class PrivacyReport:
   mechanism: str = 'tree'
   blt: Optional[dict] = None
   bandmf: Optional[dict] = None
+  # DP-FedAvg with Poisson sampling (mechanism 'poisson_gaussian'): the
+  # rate q, the RDP epsilon and the assumption. Its zcdp and
+  # epsilon_closed_form are None: the Poisson-subsampled Gaussian has no
+  # useful zCDP figure (amplification by sampling does not show in rho).
+  poisson: Optional[dict] = None
 
   def as_dict(self) -> dict:
     return dataclasses.asdict(self)
@@ -90,7 +95,9 @@ def compute_privacy(*, rounds: int, noise_multiplier: float,
                     alpha: float = DEFAULT_ALPHA,
                     with_epsilon: bool = True,
                     blt: Optional[BLT] = None,
-                    bandmf=None) -> PrivacyReport:
+                    bandmf=None,
+                    sampling_probability: Optional[float] = None
+                    ) -> PrivacyReport:
   """rho-zCDP and (epsilon, delta) of one DP-FTRL configuration.
 
   The noise is the tree's (Kairouz et al. 2021), or with `blt` the BLT's
@@ -120,7 +127,16 @@ def compute_privacy(*, rounds: int, noise_multiplier: float,
     with_epsilon: compute epsilon (PLD takes ~0.1 s); NaN when False.
     blt: the strategy matrix of BLT-DP-FTRL; None for tree aggregation.
     bandmf: the strategy matrix C of BandMF-DP-FTRL (T' x T', T' >= T).
+    sampling_probability: q of DP-FedAvg with Poisson sampling (Gaussian
+      noise z C on every round's clipped sum, each client taking part
+      independently with probability q): epsilon by dp_accounting's PLD
+      accountant (`sampled_gaussian`), no zCDP; MaxP and MinS do not enter.
   """
+  if sampling_probability is not None:
+    return _poisson_privacy(rounds, noise_multiplier, sampling_probability,
+                            delta, max_participation, min_separation,
+                            (restart_rounds, clipped_count_stddev,
+                             secagg_scale, blt, bandmf))
   rounds = checks.check_int(rounds, 'rounds', minimum=1)
   z = checks.check_positive(noise_multiplier, 'noise_multiplier')
   min_separation = checks.check_int(min_separation, 'min_separation',
@@ -168,6 +184,29 @@ def compute_privacy(*, rounds: int, noise_multiplier: float,
       blt=None if blt is None else blt.as_dict(),
       bandmf=bandmf_info,
   )
+
+
+def _poisson_privacy(rounds, noise_multiplier, sampling_probability, delta,
+                     max_participation, min_separation, others):
+  """DP-FedAvg with Poisson sampling (`compute_privacy`'s
+  sampling_probability)."""
+  from dpftrl_tff.accounting import sampled_gaussian  # pylint: disable=g-import-not-at-top
+  if any(o for o in others if o is not None and o != ()):
+    raise ValueError('DP-FedAvg with Poisson sampling has no tree restarts, '
+                     'adaptive clipping, SecAgg, BLT or BandMF here.')
+  report = sampled_gaussian.poisson_gaussian_privacy(
+      noise_multiplier=noise_multiplier,
+      sampling_probability=sampling_probability, rounds=rounds, delta=delta)
+  del max_participation, min_separation   # They do not enter.
+  return PrivacyReport(
+      rounds=report.rounds, noise_multiplier=report.noise_multiplier,
+      max_participation=None, min_separation=None, restart_rounds=(),
+      sensitivity_squared=1, effective_noise_multiplier=report.noise_multiplier,
+      zcdp=None, delta=report.delta, epsilon=report.epsilon,
+      epsilon_closed_form=None, mechanism=sampled_gaussian.MECHANISM,
+      poisson=dict(sampling_probability=report.sampling_probability,
+                   epsilon_rdp=report.epsilon_rdp,
+                   assumption=sampled_gaussian.ASSUMPTION))
 
 
 # The words of a BandMF report's bandmf['sensitivity'].

@@ -26,17 +26,15 @@ checkpoint resumes the same noise sequence; the seed is unpredictable unless
 one is given (`dp_ftrl.resolve_noise_seed`).
 """
 
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import dp_accounting
 import numpy as np
 import tensorflow as tf
-import tensorflow_privacy as tfp
 
 from dpftrl_tff.accounting import bandmf as bandmf_accounting
 from dpftrl_tff.aggregators import blt
 from dpftrl_tff.aggregators import dp_ftrl
-from dpftrl_tff.aggregators import fused_clip
 
 
 def band_coefficients(c) -> np.ndarray:
@@ -50,22 +48,7 @@ def band_coefficients(c) -> np.ndarray:
   return out
 
 
-class BandMFGlobalState(NamedTuple):
-  """State of `BandMFResidualSumQuery`.
-
-  Attributes:
-    clip_value: C_clip.
-    seed: int64 [2], the noise seed.
-    round: int64, the index t of the next round.
-    buffers: w_{t-1}, ..., w_{t-b+1}, record-shaped (a tuple of b - 1).
-  """
-  clip_value: tf.Tensor
-  seed: tf.Tensor
-  round: tf.Tensor
-  buffers: tuple
-
-
-class BandMFResidualSumQuery(tfp.SumAggregationDPQuery):
+class BandMFResidualSumQuery(blt.StreamedNoiseSumQuery):
   """Clipped sum plus BandMF-correlated Gaussian noise (module docstring)."""
 
   def __init__(self, *, clip_norm: float, noise_multiplier: float,
@@ -80,11 +63,9 @@ class BandMFResidualSumQuery(tfp.SumAggregationDPQuery):
         serves T rounds.
       noise_seed: an int, e.g. from `dp_ftrl.resolve_noise_seed`.
     """
+    super().__init__(clip_norm=clip_norm, noise_multiplier=noise_multiplier,
+                     record_specs=record_specs, noise_seed=noise_seed)
     self._band = band_coefficients(c_matrix)
-    self._clip_norm = float(clip_norm)
-    self._stddev = float(noise_multiplier) * float(clip_norm)
-    self._record_specs = record_specs
-    self._seed = int(noise_seed)
 
   @property
   def rounds(self) -> int:
@@ -94,26 +75,10 @@ class BandMFResidualSumQuery(tfp.SumAggregationDPQuery):
   def bands(self) -> int:
     return self._band.shape[1]
 
-  def _zeros(self):
-    return tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype),
-                                 self._record_specs)
-
   def initial_global_state(self):
-    return BandMFGlobalState(
-        clip_value=tf.constant(self._clip_norm, tf.float32),
-        seed=blt.seed_tensor(self._seed), round=tf.constant(0, tf.int64),
-        buffers=tuple(self._zeros() for _ in range(self.bands - 1)))
-
-  def derive_sample_params(self, global_state):
-    return global_state.clip_value
-
-  def preprocess_record(self, params, record):
-    flat = tf.nest.flatten(record)
-    clipped, _ = tf.clip_by_global_norm(flat, params)
-    return tf.nest.pack_sequence_as(record, clipped)
-
-  def standard_normal(self, seed, round_index):
-    return blt.standard_normal(self._record_specs, seed, round_index)
+    """State (`blt.StreamedNoiseState`): the buffers w_{t-1}, ...,
+    w_{t-b+1} (b - 1 of them), the seed and the round."""
+    return self._initial_state(self.bands - 1)
 
   def get_noised_result(self, sample_state, global_state):
     t = global_state.round
@@ -127,8 +92,7 @@ class BandMFResidualSumQuery(tfp.SumAggregationDPQuery):
       w = tf.nest.map_structure(
           lambda a, b, k=k: a - tf.cast(row[k], a.dtype) * b, w, buffer)
     w = tf.nest.map_structure(lambda a: a / tf.cast(row[0], a.dtype), w)
-    result = tf.nest.map_structure(
-        lambda x, n: x + tf.cast(self._stddev, x.dtype) * n, sample_state, w)
+    result = self._add_noise(sample_state, w)
     new_state = global_state._replace(
         round=t + 1, buffers=((w,) + tuple(global_state.buffers))[:-1])
     return result, new_state, dp_accounting.UnsupportedDpEvent()
@@ -156,14 +120,9 @@ def build_dp_ftrl_bandmf_factory(*, noise_multiplier: float,
   dp_ftrl.assert_dp_arguments(noise_multiplier=noise_multiplier,
                               clip_norm=clip_norm,
                               clients_per_round=clients_per_round)
-  query = tfp.NormalizedQuery(
+  return blt.normalized_factory(
       BandMFResidualSumQuery(
           clip_norm=clip_norm, noise_multiplier=noise_multiplier,
           record_specs=record_specs, c_matrix=c_matrix,
           noise_seed=dp_ftrl.resolve_noise_seed(noise_seed)),
-      denominator=float(clients_per_round))
-  if record_aggregation_factory is not None:
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-    return tff.aggregators.DifferentiallyPrivateFactory(
-        query, record_aggregation_factory)
-  return fused_clip.FusedClipDPFactory(query)
+      clients_per_round, record_aggregation_factory)

@@ -53,13 +53,15 @@ def standard_normal(record_specs, seed, round_index):
 
 
 class BLTGlobalState(NamedTuple):
-  """State of `BLTResidualSumQuery`.
+  """State of the streamed-noise queries (`BLTResidualSumQuery` and
+  `bandmf.BandMFResidualSumQuery`).
 
   Attributes:
     clip_value: C.
     seed: int64 [2], the noise seed.
     round: int64, the index t of the next round.
-    buffers: one record-shaped structure per decay of C^-1 (a tuple).
+    buffers: record-shaped structures the noise streams from (a tuple): one
+      per decay of C^-1 (BLT), the last b - 1 noise vectors (BandMF).
   """
   clip_value: tf.Tensor
   seed: tf.Tensor
@@ -67,7 +69,65 @@ class BLTGlobalState(NamedTuple):
   buffers: tuple
 
 
-class BLTResidualSumQuery(tfp.SumAggregationDPQuery):
+StreamedNoiseState = BLTGlobalState
+
+
+class StreamedNoiseSumQuery(tfp.SumAggregationDPQuery):
+  """A clipped sum whose noise streams from buffers in the state and Z_t
+  drawn statelessly from (seed, t): what the BLT and BandMF queries share.
+  Subclasses give `get_noised_result` and the number of buffers."""
+
+  def __init__(self, *, clip_norm: float, noise_multiplier: float,
+               record_specs, noise_seed: int):
+    self._clip_norm = float(clip_norm)
+    self._stddev = float(noise_multiplier) * float(clip_norm)
+    self._record_specs = record_specs
+    self._seed = int(noise_seed)
+
+  def _zeros(self):
+    return tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype),
+                                 self._record_specs)
+
+  def _initial_state(self, num_buffers: int) -> StreamedNoiseState:
+    return StreamedNoiseState(
+        clip_value=tf.constant(self._clip_norm, tf.float32),
+        seed=seed_tensor(self._seed), round=tf.constant(0, tf.int64),
+        buffers=tuple(self._zeros() for _ in range(num_buffers)))
+
+  def derive_sample_params(self, global_state):
+    return global_state.clip_value
+
+  def preprocess_record(self, params, record):
+    flat = tf.nest.flatten(record)
+    clipped, _ = tf.clip_by_global_norm(flat, params)
+    return tf.nest.pack_sequence_as(record, clipped)
+
+  def standard_normal(self, seed, round_index):
+    """Z_t: i.i.d. N(0, 1) of the records' structure, from (seed, t)."""
+    return standard_normal(self._record_specs, seed, round_index)
+
+  def _add_noise(self, sample_state, unit_noise):
+    """The clipped sum plus z C times `unit_noise`."""
+    return tf.nest.map_structure(
+        lambda x, n: x + tf.cast(self._stddev, x.dtype) * n, sample_state,
+        unit_noise)
+
+
+def normalized_factory(query, clients_per_round: int,
+                       record_aggregation_factory=None):
+  """`query` normalized by the report goal m as an aggregation factory: the
+  clip fused into a plain sum (`FusedClipDPFactory`), or TFF's DP factory
+  over `record_aggregation_factory` (SecAgg)."""
+  normalized = tfp.NormalizedQuery(query, denominator=float(clients_per_round))
+  if record_aggregation_factory is not None:
+    # TFF only for an inner record aggregation (SecAgg).
+    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    return tff.aggregators.DifferentiallyPrivateFactory(
+        normalized, record_aggregation_factory)
+  return fused_clip.FusedClipDPFactory(normalized)
+
+
+class BLTResidualSumQuery(StreamedNoiseSumQuery):
   """Clipped sum plus BLT-correlated Gaussian noise (see module docstring)."""
 
   def __init__(self, *, clip_norm: float, noise_multiplier: float,
@@ -84,41 +144,19 @@ class BLTResidualSumQuery(tfp.SumAggregationDPQuery):
     if not isinstance(blt, toeplitz.BLT):
       raise TypeError(f'blt must be an accounting.toeplitz.BLT, got '
                       f'{type(blt).__name__}.')
-    self._clip_norm = float(clip_norm)
-    self._stddev = float(noise_multiplier) * float(clip_norm)
-    self._record_specs = record_specs
+    super().__init__(clip_norm=clip_norm, noise_multiplier=noise_multiplier,
+                     record_specs=record_specs, noise_seed=noise_seed)
     self._blt = blt
     inverse = blt.inverse()
     self._inv_decay = tuple(inverse.buf_decay)
     self._inv_scale = tuple(inverse.output_scale)
-    self._seed = int(noise_seed)
 
   @property
   def blt(self) -> toeplitz.BLT:
     return self._blt
 
-  def _zeros(self):
-    return tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype),
-                                 self._record_specs)
-
   def initial_global_state(self):
-    return BLTGlobalState(
-        clip_value=tf.constant(self._clip_norm, tf.float32),
-        seed=seed_tensor(self._seed),
-        round=tf.constant(0, tf.int64),
-        buffers=tuple(self._zeros() for _ in self._inv_decay))
-
-  def derive_sample_params(self, global_state):
-    return global_state.clip_value
-
-  def preprocess_record(self, params, record):
-    flat = tf.nest.flatten(record)
-    clipped, _ = tf.clip_by_global_norm(flat, params)
-    return tf.nest.pack_sequence_as(record, clipped)
-
-  def standard_normal(self, seed, round_index):
-    """Z_t: i.i.d. N(0, 1) of the records' structure, from (seed, t)."""
-    return standard_normal(self._record_specs, seed, round_index)
+    return self._initial_state(len(self._inv_decay))
 
   def get_noised_result(self, sample_state, global_state):
     z = self.standard_normal(global_state.seed, global_state.round)
@@ -131,9 +169,7 @@ class BLTResidualSumQuery(tfp.SumAggregationDPQuery):
         tf.nest.map_structure(
             lambda b, e, d=decay: tf.cast(d, b.dtype) * b + e, buffer, z)
         for decay, buffer in zip(self._inv_decay, global_state.buffers))
-    result = tf.nest.map_structure(
-        lambda x, n: x + tf.cast(self._stddev, x.dtype) * n, sample_state,
-        correlated)
+    result = self._add_noise(sample_state, correlated)
     new_state = global_state._replace(round=global_state.round + 1,
                                       buffers=new_buffers)
     return result, new_state, dp_accounting.UnsupportedDpEvent()
@@ -160,15 +196,9 @@ def build_dp_ftrl_blt_factory(*, noise_multiplier: float,
   dp_ftrl.assert_dp_arguments(noise_multiplier=noise_multiplier,
                               clip_norm=clip_norm,
                               clients_per_round=clients_per_round)
-  query = tfp.NormalizedQuery(
+  return normalized_factory(
       BLTResidualSumQuery(clip_norm=clip_norm,
                           noise_multiplier=noise_multiplier,
                           record_specs=record_specs, blt=blt,
                           noise_seed=dp_ftrl.resolve_noise_seed(noise_seed)),
-      denominator=float(clients_per_round))
-  if record_aggregation_factory is not None:
-    # TFF only for an inner record aggregation (SecAgg).
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-    return tff.aggregators.DifferentiallyPrivateFactory(
-        query, record_aggregation_factory)
-  return fused_clip.FusedClipDPFactory(query)
+      clients_per_round, record_aggregation_factory)

@@ -19,11 +19,12 @@ from dpftrl_tff.aggregators.mechanisms import adaptive
 from dpftrl_tff.aggregators.mechanisms import bandmf
 from dpftrl_tff.aggregators.mechanisms import base
 from dpftrl_tff.aggregators.mechanisms import blt
+from dpftrl_tff.aggregators.mechanisms import dp_fedavg
 from dpftrl_tff.aggregators.mechanisms import dp_ftrl
 from dpftrl_tff.aggregators.mechanisms import none
 
 # In the order --help lists them.
-_MODULES = (none, dp_ftrl, adaptive, blt, bandmf)
+_MODULES = (none, dp_ftrl, adaptive, blt, bandmf, dp_fedavg)
 _MECHANISMS: Dict[str, base.Mechanism] = {m.MECHANISM.name: m.MECHANISM
                                      for m in _MODULES}
 

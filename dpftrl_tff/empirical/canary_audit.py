@@ -193,6 +193,13 @@ def _accounted(mechanism, config, log, delta: float
                                 min(min_sep, rounds - 1))
   if accounted is None:
     return None
+  if accounted.poisson is not None:   # DP-FedAvg: PLD at this delta.
+    return dict(
+        accounted.as_dict(), restart_rounds=[], delta=delta,
+        epsilon=accounting.compute_privacy(
+            rounds=rounds, noise_multiplier=accounted.noise_multiplier,
+            sampling_probability=accounted.poisson['sampling_probability'],
+            delta=delta).epsilon)
   return dict(
       accounted.as_dict(), restart_rounds=list(accounted.restart_rounds),
       delta=delta, epsilon=accounting.epsilon_pld(accounted.zcdp, delta),

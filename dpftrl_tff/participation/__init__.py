@@ -11,6 +11,9 @@ each, one `MODELS` line each):
   min_sep_groups   clients shuffled once into b groups, round r draws from
                    group r mod b: MinS >= b - 1 and MaxP <= ceil(T / b), the
                    tightest schedule a population allows (b = N // m).
+  poisson          every client independently with probability
+                   q = report_goal / N (DP-FedAvg's Poisson sampling; the
+                   cohort's size varies).
   timer            a device-level simulation of the production system: daily
                    availability windows, check-ins, the server filling each
                    round with the first eligible check-ins, a timer that keeps
@@ -25,12 +28,13 @@ from dpftrl_tff.participation.base import RoundInfo
 from dpftrl_tff.participation.base import Sampler
 from dpftrl_tff.participation.log import ParticipationLog
 from dpftrl_tff.participation.min_sep_groups import MinSepGroupsSampler
+from dpftrl_tff.participation.poisson import PoissonSampler
 from dpftrl_tff.participation.timer import SHORTFALL_POLICIES
 from dpftrl_tff.participation.timer import TimerSampler
 from dpftrl_tff.participation.timer import TimerSettings
 from dpftrl_tff.participation.uniform import UniformSampler
 
-MODELS = ('uniform', 'min_sep_groups', 'timer')
+MODELS = ('uniform', 'min_sep_groups', 'timer', 'poisson')
 
 from dpftrl_tff.participation.simulation import simulate  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -47,5 +51,7 @@ def build_sampler(model: str, *, num_clients: int, report_goal: int,
   if model == 'timer':
     return TimerSampler(num_clients, report_goal, seed,
                         timer or TimerSettings())
+  if model == 'poisson':
+    return PoissonSampler(num_clients, report_goal, seed)
   raise ValueError(f'--participation={model!r} is unknown; allowed: '
                    f'{", ".join(MODELS)}.')

@@ -64,7 +64,8 @@ _DEFAULTS = config_lib.TrainConfig
 MECHANISM_FLAGS = ('aggregator', 'clip_norm', 'secagg_scale',
                    'restart_warmup', 'restart_frequency',
                    'clipped_count_stddev', 'blt_params', 'blt_num_buffers',
-                   'blt_error', 'bandmf_bands', 'bandmf_matrix_dir')
+                   'blt_error', 'bandmf_bands', 'bandmf_matrix_dir',
+                   'sampling_probability')
 # Unset means "not given" for these (no SecAgg; C only with SecAgg).
 MECHANISM_FLAG_DEFAULTS = dict(clip_norm=None, secagg_scale=None)
 
@@ -141,7 +142,7 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
                  model_dim=None, clip_norm=None, blt_params=None,
                  blt_num_buffers=None, blt_error=_DEFAULTS.blt_error,
                  bandmf_bands=None, bandmf_matrix_dir=None,
-                 with_epsilon=True):
+                 sampling_probability=None, with_epsilon=True):
   """Validates flag values and returns the report as a dict.
 
   `aggregator` names the mechanism as training does (--aggregator):
@@ -152,6 +153,8 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   dp_ftrl_blt (BLT noise) or dp_ftrl_bandmf (BandMF noise: C optimized
   with `bandmf_bands` bands, default MinS + 1 up to 64, or read from
   `bandmf_matrix_dir`; the report adds C's `mean_error` and `max_error`).
+  dp_fedavg (DP-FedAvg with Poisson sampling at `sampling_probability`:
+  epsilon by PLD, no zCDP; it assumes the sampling).
   `with_epsilon=False` leaves out the epsilon (PLD, the slow part) where
   only rho is needed.
   """
@@ -190,7 +193,10 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
       restart_warmup=restart_warmup, restart_frequency=restart_frequency,
       blt_params=blt_params, blt_num_buffers=blt_num_buffers,
       blt_error=blt_error, bandmf_bands=bandmf_bands,
-      bandmf_matrix_dir=bandmf_matrix_dir, **plan)
+      bandmf_matrix_dir=bandmf_matrix_dir,
+      sampling_probability=sampling_probability,
+      participation=mechanism.participation or _DEFAULTS.participation,
+      **plan)
   if adaptive_clipping and restart_rounds is None:   # As training's.
     restarts = accounting.paper_restart_rounds(
         rounds, warmup=restart_warmup, frequency=restart_frequency)
@@ -203,6 +209,8 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
       clipped_count_stddev=clipped_count_stddev, secagg_scale=secagg_scale,
       model_dim=model_dim, clip_norm=clip_norm, blt=blt,
       bandmf=registry.bandmf_strategy(config) if bandmf_noise else None,
+      sampling_probability=_sampling_probability(mechanism, config,
+                                                 population),
       with_epsilon=with_epsilon).as_dict()
   if optimized is not None:
     report['blt'] = optimized.as_dict()
@@ -226,6 +234,22 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   return report
 
 
+def _sampling_probability(mechanism, config, population=None):
+  """q of a mechanism accounted for Poisson sampling (dp_fedavg): given,
+  or report goal / population; None for the other mechanisms."""
+  if mechanism.participation != 'poisson':
+    return None
+  q = config.dp_fedavg_settings().sampling_probability
+  if q is None and population is not None:
+    q = config.clients_per_round / population
+  if q is None:
+    raise ValueError(f'--aggregator={mechanism.name} needs '
+                     '--sampling_probability, or --population and '
+                     '--report_goal (q = report goal / population, the '
+                     'Poisson sampling it assumes).')
+  return q
+
+
 def _add_secagg_modulus(secagg, *, clip_norm, secagg_scale, report_goal):
   """SecAgg's modulus M and bits a parameter for a launch's report goal."""
   secagg['modulus'] = accounting.modulus(clip_norm, secagg['padded_dim'],
@@ -245,7 +269,24 @@ def _maxp_note(r):
   return ''
 
 
+def _poisson_lines(r):
+  p = r['poisson']
+  return [
+      'DP-FedAvg privacy, Poisson sampling',
+      f'  rounds T                : {r["rounds"]}',
+      f'  noise multiplier z      : {r["noise_multiplier"]:g}',
+      f'  sampling probability q  : {p["sampling_probability"]:.6g}',
+      f'  epsilon (PLD)           : {r["epsilon"]:.4f} at delta = '
+      f'{r["delta"]:g}',
+      f'  epsilon (RDP, looser)   : {p["epsilon_rdp"]:.4f}',
+      f'  It {p["assumption"]}; MinS and MaxP do not enter. No zCDP figure: '
+      'the amplification by sampling does not show in rho.',
+  ]
+
+
 def format_report(r):
+  if r.get('poisson') is not None:
+    return '\n'.join(_poisson_lines(r))
   lines = [
       'DP-FTRL privacy' + {'blt': ', BLT noise', 'bandmf': ', BandMF noise'
                            }.get(r['mechanism'], ', tree aggregation'),
@@ -302,6 +343,18 @@ def format_report(r):
 
 def launch_report(r) -> str:
   """privacy_report.md of a planned launch, from build_report's dict."""
+  if r.get('poisson') is not None:
+    q = r['poisson']['sampling_probability']
+    return privacy_report.render(
+        r, subject='planned launch', kind='launch',
+        participation=(f'Every device must take part in each round '
+                       f'independently with probability {q:.6g}; the '
+                       'paper (Sec. 2.1) explains why a production system '
+                       'cannot guarantee this.'),
+        clipping=('a fixed l2 clip norm C per client update (the accounting '
+                  'does not depend on its value).'),
+        released=f'the model weights after each of the {r["rounds"]} '
+        'rounds.')
   if r['population'] is not None:
     where = (f'a population of {r["population"]} devices at report goal '
              f'{r["report_goal"]} allows MinS at most '

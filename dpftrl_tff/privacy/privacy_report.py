@@ -79,6 +79,12 @@ def _mechanism_lines(privacy, clipping: str) -> List[str]:
              f'z C per coordinate, z = {z:g}; buffer decays '
              f'{_floats(blt.get("buf_decay"))}, output scales '
              f'{_floats(blt.get("output_scale"))}.')
+  elif privacy.get('poisson'):
+    q = privacy['poisson']['sampling_probability']
+    noise = ('DP-FedAvg (McMahan et al. 2018): independent Gaussian noise '
+             f'of std z C on every round\'s clipped sum, z = {z:g}, divided '
+             f'by the report goal; clients sampled by Poisson sampling at '
+             f'q = {q:.6g}.')
   elif privacy.get('mechanism') == 'bandmf':
     bandmf = privacy.get('bandmf') or {}
     noise = ('BandMF-DP-FTRL (banded matrix factorization, Choquette-Choo '
@@ -215,6 +221,9 @@ def _accounting_lines(privacy: Dict[str, Any], participation: str,
                       kind: str, fixed_noise_seed: bool = False
                       ) -> List[str]:
   """Section 4: the accounting, its figures and the formal statement."""
+  if privacy.get('poisson'):
+    return _poisson_accounting_lines(privacy, participation, kind,
+                                     fixed_noise_seed)
   eps = number(privacy['epsilon'], '.6g')
   rho = number(privacy['zcdp'], '.6g')
   delta = number(privacy['delta'], 'g')
@@ -239,29 +248,68 @@ def _accounting_lines(privacy: Dict[str, Any], participation: str,
       'the Gaussian mechanism with that rho, at the delta below; the '
       'closed form rho + 2 sqrt(rho log(1/delta)) beside it is looser.',
       f'- Assumptions: {participation}',
-      '',
-      '### Accounted figures' + (
-          ' (had the noise been unpredictable; NOT this run\'s)'
-          if fixed_noise_seed else ''), '',
   ]
+  return lines + _figures_and_statement(
+      privacy, fixed_noise_seed,
+      f'Every model released by this {kind} satisfies {rho}-zCDP, hence '
+      f'({eps}, {delta})-DP, at the device level under zero-out adjacency, '
+      f'provided that no device took part more than '
+      f'{privacy["max_participation"]} times and never twice with fewer '
+      f'than {privacy["min_separation"]} rounds between.')
+
+
+def _figures_and_statement(privacy, fixed_noise_seed: bool,
+                           statement: str) -> List[str]:
+  """The accounted figures and the formal statement (none with a fixed
+  --noise_seed)."""
+  lines = ['', '### Accounted figures' + (
+      ' (had the noise been unpredictable; NOT this run\'s)'
+      if fixed_noise_seed else ''), '']
   lines += figures_table(privacy)
   if fixed_noise_seed:
-    return lines + [
-        '', '### Formal statement', '',
-        'None: the noise was fixed by --noise_seed (see the top of this '
-        'report). With unpredictable noise, the figures above would have '
-        'been this run\'s guarantee.']
-  return lines + [
-      '', '### Formal statement', '',
-      f'Every model released by this {kind} satisfies {rho}-zCDP, hence ({eps}, {delta})-DP, at the device '
-      'level under zero-out adjacency, provided that no device took part '
-      f'more than {privacy["max_participation"]} times and never twice '
-      f'with fewer than {privacy["min_separation"]} rounds between.',
+    statement = ('None: the noise was fixed by --noise_seed (see the top of '
+                 'this report). With unpredictable noise, the figures above '
+                 'would have been this run\'s guarantee.')
+  return lines + ['', '### Formal statement', '', statement]
+
+
+def _poisson_accounting_lines(privacy, participation, kind,
+                              fixed_noise_seed) -> List[str]:
+  """Section 4 for DP-FedAvg with Poisson sampling."""
+  p = privacy['poisson']
+  eps = number(privacy['epsilon'], '.6g')
+  delta = number(privacy['delta'], 'g')
+  lines = [
+      '', '## 4. Privacy accounting', '',
+      '- Type: (epsilon, delta)-DP by dp_accounting\'s PLD accountant of '
+      'the Poisson-subsampled Gaussian mechanism (sensitivity C, noise '
+      f'z C, rate q = {p["sampling_probability"]:.6g}) composed over the '
+      f'{privacy["rounds"]} rounds; RDP gives epsilon '
+      f'{number(p["epsilon_rdp"], ".6g")} (looser). No rho-zCDP figure: the '
+      'amplification by sampling does not show in zCDP.',
+      f'- Assumptions: the accounting {p["assumption"]}. {participation}',
   ]
+  return lines + _figures_and_statement(
+      privacy, fixed_noise_seed,
+      f'Every model released by this {kind} satisfies ({eps}, {delta})-DP '
+      'at the device level (a client zeroed out is one not sampled: '
+      'add/remove adjacency, as dp_accounting accounts it), provided that '
+      'every client took part in each round independently with '
+      f'probability {p["sampling_probability"]:.6g} and in no other way.')
 
 
 def _launch_equivalent_lines(le: Dict[str, Any]) -> List[str]:
   """The launch a simulation stands for, labelled as not its guarantee."""
+  if le.get('poisson'):
+    return [
+        '', '### Launch-equivalent figure (NOT this run\'s guarantee)', '',
+        f'A launch with report goal {le["report_goal"]} and the same noise '
+        f'per client (z = {number(le["noise_multiplier"], ".6g")}), '
+        f'population {le["population"]} Poisson-sampled at q = '
+        f'{le["poisson"]["sampling_probability"]:.6g}, T = {le["rounds"]}: '
+        f'epsilon {number(le["epsilon"], ".6g")} at delta '
+        f'{number(le["delta"], "g")}, if the launch could guarantee that '
+        'sampling (the paper, Sec. 2.1: a production system cannot).']
   return [
       '', '### Launch-equivalent figure (NOT this run\'s guarantee)', '',
       f'A launch with report goal {le["report_goal"]} and the same noise '
@@ -358,6 +406,10 @@ def participation_text(summary: Dict[str, Any], privacy: Dict[str, Any]
               f'{privacy.get("observed_max_participation")}, MinS '
               + ('none (no client took part twice)' if observed_min_sep == -1
                  else f'{observed_min_sep}'))
+  if privacy.get('poisson'):
+    return ('This simulation samples that way (--participation=poisson, '
+            f'q = {privacy["poisson"]["sampling_probability"]:.6g}); MinS and '
+            f'MaxP do not enter the accounting ({observed}).')
   if model == 'min_sep_groups':
     planned = privacy.get('planned') or {}
     return (f'min_sep_groups participation: the clients are split into '

@@ -70,7 +70,7 @@ def privacy_dict(report, **extra):
               value_noise_multiplier=report.value_noise_multiplier,
               clipped_count_stddev=report.clipped_count_stddev,
               secagg=report.secagg, blt=report.blt,
-              bandmf=report.bandmf)
+              bandmf=report.bandmf, poisson=report.poisson)
 
 
 def launch_equivalent_privacy(config: TrainConfig,
@@ -96,8 +96,9 @@ def launch_equivalent_privacy(config: TrainConfig,
   population_min_sep = accounting.max_min_separation(
       config.launch_population, m_launch)
   min_sep = min(population_min_sep, launch_rounds - 1)
-  report = registry.get(config.aggregator).privacy(launch, launch_rounds,
-                                                   None, min_sep)
+  mechanism = registry.get(config.aggregator)
+  launch = mechanism.launch_config(launch, config.launch_population)
+  report = mechanism.privacy(launch, launch_rounds, None, min_sep)
   return privacy_dict(report, report_goal=m_launch,
                        population=config.launch_population,
                        population_min_separation=population_min_sep)

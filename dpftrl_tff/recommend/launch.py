@@ -16,6 +16,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from dpftrl_tff import accounting
 from dpftrl_tff import participation
+from dpftrl_tff.aggregators import registry
 from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.recommend import policy
 
@@ -36,7 +37,17 @@ def privacy(*, rounds: int, report_goal: int, noise_multiplier: float,
             with_epsilon: bool = True) -> Dict:
   """The accountant's report (`privacy_accountant`, by default with
   --aggregator=dp_ftrl); a mechanism's settings are validated there, as
-  training validates them."""
+  training validates them. A mechanism accounted for Poisson sampling
+  (dp_fedavg) is refused: the planner accounts the MinS and MaxP a
+  participation simulation realizes, which that accounting ignores."""
+  aggregator = (mechanism or {}).get('aggregator', AGGREGATOR)
+  if (aggregator in registry.names() and
+      registry.get(aggregator).participation == 'poisson'):
+    raise ValueError(
+        f'--aggregator={aggregator} is accounted for Poisson sampling, not '
+        f'for the participation the planner simulates (which the production '
+        f'system can enforce); its epsilon: privacy_accountant '
+        f'--aggregator={aggregator} --sampling_probability=Q.')
   return planned_privacy.build_report(
       rounds=rounds, noise_multiplier=noise_multiplier,
       min_separation=min_separation, max_participation=max_participation,

@@ -24,6 +24,7 @@ from dpftrl_tff.aggregators.mechanisms import adaptive as adaptive_mechanism
 from dpftrl_tff.aggregators.mechanisms import bandmf as bandmf_mechanism
 from dpftrl_tff.aggregators.mechanisms import base as mechanism_base
 from dpftrl_tff.aggregators.mechanisms import blt as blt_mechanism
+from dpftrl_tff.aggregators.mechanisms import dp_fedavg as dp_fedavg_mechanism
 from dpftrl_tff.remote import workers
 
 
@@ -37,6 +38,7 @@ _of = settings.same_setting
 _ADAPTIVE = adaptive_mechanism.AdaptiveSettings
 _BLT = blt_mechanism.BLTSettings
 _BANDMF = bandmf_mechanism.BandMFSettings
+_DP_FEDAVG = dp_fedavg_mechanism.DPFedAvgSettings
 _SECAGG = mechanism_base.SecAggSettings
 _TIMER = participation_lib.TimerSettings
 
@@ -82,8 +84,9 @@ class TrainConfig:
       'dp_ftrl', 'Model-update aggregation (see '
       'dpftrl_tff.aggregators.registry): none (plain FedAvg mean), dp_ftrl '
       '(fixed clip, tree noise), dp_ftrl_adaptive (Algorithm 1), '
-      'dp_ftrl_blt (fixed clip, BLT noise) or dp_ftrl_bandmf (fixed clip, '
-      'banded matrix factorization noise).',
+      'dp_ftrl_blt (fixed clip, BLT noise), dp_ftrl_bandmf (fixed clip, '
+      'banded matrix factorization noise) or dp_fedavg (DP-FedAvg: '
+      'independent noise each round, with --participation=poisson).',
       flag_type='enum')
   noise_multiplier: float = _field(
       0.0, 'Noise multiplier z: tree node noise std z * C (adaptive: the '
@@ -113,11 +116,16 @@ class TrainConfig:
   # BandMF's, declared in mechanisms.bandmf.BandMFSettings.
   bandmf_bands: Optional[int] = _of(_BANDMF, 'bandmf_bands')
   bandmf_matrix_dir: Optional[str] = _of(_BANDMF, 'bandmf_matrix_dir')
+  # DP-FedAvg's, declared in mechanisms.dp_fedavg.DPFedAvgSettings.
+  sampling_probability: Optional[float] = _of(_DP_FEDAVG,
+                                              'sampling_probability')
   # Participation (dpftrl_tff.participation).
   participation: str = _field(
       'uniform', 'Who takes part in each round: uniform (independent '
-      'rounds), min_sep_groups (round r from group r mod b: MinS >= b - 1) '
-      'or timer (device-level simulation with a participation timer).',
+      'rounds), min_sep_groups (round r from group r mod b: MinS >= b - 1), '
+      'timer (device-level simulation with a participation timer) or '
+      'poisson (each client independently with probability '
+      'clients_per_round / N: DP-FedAvg\'s sampling).',
       flag_type='enum')
   min_sep_groups: Optional[int] = _field(
       None, 'min_sep_groups: the number of groups b; unset: the largest, '
@@ -323,6 +331,9 @@ class TrainConfig:
   def bandmf_settings(self) -> bandmf_mechanism.BandMFSettings:
     return settings.values_of(_BANDMF, self)
 
+  def dp_fedavg_settings(self) -> dp_fedavg_mechanism.DPFedAvgSettings:
+    return settings.values_of(_DP_FEDAVG, self)
+
   def secagg_settings(self) -> mechanism_base.SecAggSettings:
     return settings.values_of(_SECAGG, self)
 
@@ -423,15 +434,23 @@ def from_flags(holders, config_class=TrainConfig):
   return config_class(**values)
 
 
+# Copies of a model-size buffer of the server state alive at a round's peak:
+# measured with BandMF at b = 64 and the paper's 2.4M parameters
+# (benchmarks.round_time, 2026-11-27): the 63 buffers (0.6 GB) raised the
+# peak memory of a 10-client round by 4.8 GB (TFF's state in and out, its
+# serialized forms and the Python copy).
+STATE_BUFFER_COPIES = 8
+
+
 def estimate_memory_bytes(config: TrainConfig) -> int:
   """A rough upper estimate of a run's peak memory, before building anything.
 
   Model-size copies: the server model, momentum, the clients' models,
   gradients and deltas being summed, TFF's serialized state and, for
   DP-FTRL, one tree node per level (log2 T + 2); the mechanism's noise
-  buffers (BandMF: b - 1), three times (TFF's state in, out, and in
-  Python); plus the logits of a training batch (forward and backward) and
-  of an evaluation batch.
+  buffers (BandMF: b - 1), `STATE_BUFFER_COPIES` times each; plus the
+  logits of a training batch (forward and backward) and of an evaluation
+  batch.
   """
   # TensorFlow (through models) only when a binary estimates memory.
   from dpftrl_tff import models  # pylint: disable=g-import-not-at-top
@@ -440,7 +459,8 @@ def estimate_memory_bytes(config: TrainConfig) -> int:
       embedding_size=config.embedding_size,
       shared_embedding=config.shared_embedding)
   copies = (16 + math.log2(max(2, config.total_rounds)) + 2 +
-            3 * registry.get(config.aggregator).noise_buffers(config))
+            STATE_BUFFER_COPIES *
+            registry.get(config.aggregator).noise_buffers(config))
   num_ids = models.extended_vocab_size(config.vocab_size)
   logits = config.sequence_length * num_ids * (
       6 * config.client_batch_size + 2 * 256)

@@ -201,7 +201,8 @@ class SettingsTest(parameterized.TestCase):
         config.vocab_size, latent_size=config.latent_size,
         embedding_size=config.embedding_size,
         shared_embedding=config.shared_embedding)
-    self.assertEqual(bandmf - tree, 4 * params * 3 * 7)
+    self.assertEqual(bandmf - tree,
+                     4 * params * config_lib.STATE_BUFFER_COPIES * 7)
 
 
 if __name__ == '__main__':

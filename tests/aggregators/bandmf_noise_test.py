@@ -8,6 +8,7 @@ import tensorflow_federated as tff
 
 from dpftrl_tff.accounting import bandmf as bandmf_accounting
 from dpftrl_tff.aggregators import bandmf
+from tests.aggregators import blt_test
 
 _SPECS = (tf.TensorSpec([3], tf.float32), tf.TensorSpec([2, 2], tf.float32))
 
@@ -97,7 +98,7 @@ class BandMFQueryTest(parameterized.TestCase):
       _noise(query, state, 1)
 
 
-class BandMFFactoryTest(absltest.TestCase):
+class BandMFFactoryTest(blt_test.FactoryChecks, absltest.TestCase):
 
   def _process(self, noise_multiplier, noise_seed=None, dim=2000):
     factory = bandmf.build_dp_ftrl_bandmf_factory(
@@ -105,32 +106,6 @@ class BandMFFactoryTest(absltest.TestCase):
         clip_norm=1.0, record_specs=tf.TensorSpec([dim], tf.float32),
         c_matrix=_random_banded(6, 3), noise_seed=noise_seed)
     return factory.create(tff.TensorType(np.float32, [dim]))
-
-  def test_noise_free_is_the_clipped_mean(self):
-    process = self._process(0.0)
-    state = process.initialize()
-    rng = np.random.default_rng(0)
-    for _ in range(3):
-      updates = [rng.normal(size=2000).astype(np.float32) * s
-                 for s in (1e-3, 0.1, 5.0)]
-      out = process.next(state, updates)
-      state = out.state
-      expected = sum(u * min(1.0, 1.0 / np.linalg.norm(u))
-                     for u in updates) / 4
-      np.testing.assert_allclose(out.result, expected, rtol=1e-4, atol=1e-6)
-
-  def test_noise_is_unpredictable_by_default(self):
-    zeros = [np.zeros(2000, np.float32)]
-    a, b = self._process(1.0), self._process(1.0)
-    self.assertFalse(np.allclose(a.next(a.initialize(), zeros).result,
-                                 b.next(b.initialize(), zeros).result))
-
-  def test_seeded_noise_repeats(self):
-    zeros = [np.zeros(2000, np.float32)]
-    a = self._process(1.0, noise_seed=3)
-    b = self._process(1.0, noise_seed=3)
-    np.testing.assert_array_equal(a.next(a.initialize(), zeros).result,
-                                  b.next(b.initialize(), zeros).result)
 
 
 if __name__ == '__main__':

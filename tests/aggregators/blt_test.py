@@ -115,14 +115,10 @@ class BLTQueryTest(parameterized.TestCase):
                                rtol=0.06)
 
 
-class BLTFactoryTest(parameterized.TestCase):
-
-  def _process(self, noise_multiplier, noise_seed=None, dim=2000):
-    factory = blt.build_dp_ftrl_blt_factory(
-        noise_multiplier=noise_multiplier, clients_per_round=4,
-        clip_norm=1.0, record_specs=tf.TensorSpec([dim], tf.float32),
-        blt=_BLT, noise_seed=noise_seed)
-    return factory.create(tff.TensorType(np.float32, [dim]))
+class FactoryChecks:
+  """What every streamed-noise factory must do (BLT here, BandMF and
+  DP-FedAvg in bandmf_noise_test): a mixin, `_process(noise_multiplier,
+  noise_seed=None, dim=2000)` given by the test case."""
 
   def test_noise_free_is_the_clipped_mean(self):
     process = self._process(0.0)
@@ -150,6 +146,16 @@ class BLTFactoryTest(parameterized.TestCase):
     b = self._process(1.0, noise_seed=3)
     np.testing.assert_array_equal(a.next(a.initialize(), zeros).result,
                                   b.next(b.initialize(), zeros).result)
+
+
+class BLTFactoryTest(FactoryChecks, parameterized.TestCase):
+
+  def _process(self, noise_multiplier, noise_seed=None, dim=2000):
+    factory = blt.build_dp_ftrl_blt_factory(
+        noise_multiplier=noise_multiplier, clients_per_round=4,
+        clip_norm=1.0, record_specs=tf.TensorSpec([dim], tf.float32),
+        blt=_BLT, noise_seed=noise_seed)
+    return factory.create(tff.TensorType(np.float32, [dim]))
 
 
 def _config(**overrides):

@@ -20,6 +20,7 @@ from dpftrl_tff.aggregators.mechanisms import adaptive as adaptive_mechanism
 from dpftrl_tff.aggregators.mechanisms import bandmf as bandmf_mechanism
 from dpftrl_tff.aggregators.mechanisms import base as mechanism_base
 from dpftrl_tff.aggregators.mechanisms import blt as blt_mechanism
+from dpftrl_tff.aggregators.mechanisms import dp_fedavg as dp_fedavg_mechanism
 from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.privacy import run_privacy
 from dpftrl_tff.run import config as config_lib
@@ -38,7 +39,7 @@ class RegistryTest(parameterized.TestCase):
   def test_names_and_unknown(self):
     self.assertEqual(registry.names(),
                      ('none', 'dp_ftrl', 'dp_ftrl_adaptive', 'dp_ftrl_blt',
-                      'dp_ftrl_bandmf'))
+                      'dp_ftrl_bandmf', 'dp_fedavg'))
     with self.assertRaisesRegex(ValueError, "--aggregator='dp_sgd' is "
                                 'unknown; allowed: none, dp_ftrl'):
       registry.get('dp_sgd')
@@ -196,6 +197,7 @@ class OnePlaceTest(parameterized.TestCase):
     grouped = [field.name for owner in (adaptive_mechanism.AdaptiveSettings,
                                         blt_mechanism.BLTSettings,
                                         bandmf_mechanism.BandMFSettings,
+                                        dp_fedavg_mechanism.DPFedAvgSettings,
                                         mechanism_base.SecAggSettings)
                for field in dataclasses.fields(owner)]
     flat = re.compile(r'\bconfig\.(%s)\b' % '|'.join(grouped))
@@ -213,6 +215,7 @@ class OnePlaceTest(parameterized.TestCase):
         (adaptive_mechanism.AdaptiveSettings, config.adaptive_settings()),
         (blt_mechanism.BLTSettings, config.blt_settings()),
         (bandmf_mechanism.BandMFSettings, config.bandmf_settings()),
+        (dp_fedavg_mechanism.DPFedAvgSettings, config.dp_fedavg_settings()),
         (mechanism_base.SecAggSettings, config.secagg_settings())):
       self.assertIsInstance(view, owner)
       for field in dataclasses.fields(owner):

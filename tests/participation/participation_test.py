@@ -142,7 +142,7 @@ class SamplerTest(parameterized.TestCase):
       participation.UniformSampler(10, 11, 0)
     with self.assertRaisesRegex(ValueError, '--participation'):
       dataclasses.replace(config_lib.TrainConfig(),
-                          participation='poisson').validate()
+                          participation='bernoulli').validate()
 
 
 class PrivacyFromLogTest(absltest.TestCase):

@@ -238,6 +238,31 @@ class TrainingLoopTest(parameterized.TestCase):
     self.assertIn('Privacy: NONE. --noise_seed=11',
                   console.summary_text(summary))
 
+  def test_dp_fedavg_with_poisson_sampling(self):
+    from dpftrl_tff.accounting import sampled_gaussian  # pylint: disable=g-import-not-at-top
+    out = os.path.join(tempfile.mkdtemp(), 'fedavg')
+    summary = train(tiny_config(aggregator='dp_fedavg',
+                                participation='poisson',
+                                clients_per_round=8), out)
+    train_data, _, _ = stackoverflow.load_stackoverflow(cache_dir())
+    q = 8 / len(train_data.client_ids)
+    accounted = run_privacy.accounted(summary)
+    self.assertEqual(accounted['mechanism'], 'poisson_gaussian')
+    self.assertIsNone(accounted['zcdp'])
+    self.assertAlmostEqual(accounted['poisson']['sampling_probability'], q)
+    self.assertEqual(accounted['epsilon'],
+                     sampled_gaussian.poisson_gaussian_privacy(
+                         noise_multiplier=0.5, sampling_probability=q,
+                         rounds=4).epsilon)
+    with open(os.path.join(out, training.METRICS_FILE)) as f:
+      cohorts = [int(r['participation_cohort']) for r in csv.DictReader(f)]
+    self.assertLen(cohorts, 4)
+    self.assertTrue(all(c > 0 for c in cohorts))
+    report = _privacy_report(out)
+    self.assertIn('Poisson-subsampled Gaussian', report)
+    self.assertIn('rho-zCDP | - |', report)
+    self.assertIn('epsilon', console.summary_text(summary))
+
   def test_finished_run_is_a_noop_and_total_rounds_cannot_drop(self):
     out = os.path.join(tempfile.mkdtemp(), 'run')
     first = train(tiny_config(), out)

@@ -7,7 +7,8 @@
   dp_ftrl    fixed clip, tree-aggregation noise;
   adaptive   Algorithm 1: adaptive clip through tree restarts;
   blt        fixed clip, BLT noise;
-  bandmf     fixed clip, banded matrix factorization noise.
+  bandmf     fixed clip, banded matrix factorization noise;
+  dp_fedavg  DP-FedAvg: independent noise, Poisson sampling assumed.
 
 Each module defines `MECHANISM`; `aggregators.registry` looks them up by
 name. Nothing outside these modules branches on a mechanism's name: what

@@ -80,6 +80,7 @@ def _validate(config):
   base.check_secagg(config, 'dp_ftrl_adaptive', False)
   base.check_no_blt_flags(config)
   base.check_no_bandmf_flags(config)
+  base.check_no_dp_fedavg_flags(config)
 
 
 def _factory(config, record_specs):

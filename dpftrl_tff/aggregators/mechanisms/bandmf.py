@@ -18,7 +18,8 @@ from dpftrl_tff.aggregators.mechanisms import base
 
 # Bands of an optimized C when --bandmf_bands is unset: the most the
 # participation allows (MinS + 1), at most this many (the noise state holds
-# b - 1 model-size buffers: 63 at the paper's 2.4M parameters are 0.6 GB).
+# b - 1 model-size buffers: 63 at the paper's 2.4M parameters are 0.6 GB,
+# and raised a round's peak memory by 4.8 GB, `config.STATE_BUFFER_COPIES`).
 DEFAULT_MAX_BANDS = 64
 
 
@@ -265,6 +266,7 @@ def _validate(config):
   base.check_secagg(config, 'dp_ftrl_bandmf', True)
   base.check_no_adaptive_flags(config)
   base.check_no_blt_flags(config)
+  base.check_no_dp_fedavg_flags(config)
 
 
 def _factory(config, record_specs):

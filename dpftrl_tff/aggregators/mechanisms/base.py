@@ -61,6 +61,10 @@ class Mechanism:
       in the run directory (`RunParameters`), or None.
     noise_buffers: config -> the model-size buffers its noise state holds
       beyond the tree's (BandMF: b - 1), for the memory check.
+    participation: the participation model its accounting requires
+      (dp_fedavg: 'poisson'), or None for any.
+    launch_config: (config of the launch, its population) -> that config
+      with what the mechanism derives from the population (dp_fedavg: q).
   """
   name: str
   description: str
@@ -74,6 +78,8 @@ class Mechanism:
   estimates_clip: bool = False
   run_parameters: Optional['RunParameters'] = None
   noise_buffers: Callable[[Any], int] = lambda config: 0
+  participation: Optional[str] = None
+  launch_config: Callable[[Any, int], Any] = lambda config, population: config
 
   def planned(self, config, num_clients: int):
     """`config` with what the mechanism plans for `num_clients` clients
@@ -208,6 +214,13 @@ def check_no_bandmf_flags(config):
   changed from its default (`mechanisms.bandmf.BandMFSettings`)."""
   _refuse_changed(settings.changed(config.bandmf_settings()),
                   'dp_ftrl_bandmf', config)
+
+
+def check_no_dp_fedavg_flags(config):
+  """DP-FedAvg's sampling rate does nothing with another aggregator
+  (`mechanisms.dp_fedavg.DPFedAvgSettings`)."""
+  _refuse_changed(settings.changed(config.dp_fedavg_settings()), 'dp_fedavg',
+                  config)
 
 
 def check_no_blt_flags(config):

@@ -1,0 +1,138 @@
+"""dp_fedavg: DP-FedAvg with Poisson sampling (McMahan et al. 2018), the
+baseline every DP federated learning paper compares against.
+
+Every client takes part in each round independently with probability
+q = m / N (`--participation=poisson`, required), its update clipped to C;
+the server adds Gaussian noise of std z C to the round's clipped sum and
+divides by the report goal m (not by the varying cohort size, so one
+client's influence stays C / m). The noise is BandMF's with C = I (one
+band: an independent N(0, z^2 C^2) draw every round from the seeded
+stateless stream, `aggregators.bandmf`). Its privacy is the
+Poisson-subsampled Gaussian composed T times, by dp_accounting's PLD
+accountant (`accounting.sampled_gaussian`): far smaller than DP-FTRL's at
+the same z, but it ASSUMES the sampling, which a production system cannot
+guarantee (the paper, Sec. 2.1); every report says so.
+"""
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+
+from dpftrl_tff import accounting
+from dpftrl_tff import checks
+from dpftrl_tff import settings
+from dpftrl_tff.accounting import sampled_gaussian
+from dpftrl_tff.aggregators.mechanisms import base
+
+# Refused when a run of T rounds would draw an empty round (which stops it:
+# TFF runs no round without clients) with more than this probability.
+MAX_EMPTY_ROUND_RISK = 0.01
+
+
+@dataclasses.dataclass(frozen=True)
+class DPFedAvgSettings:
+  """DP-FedAvg's sampling rate, carried by `TrainConfig` and the
+  accountant's flags."""
+  sampling_probability: Optional[float] = settings.setting(
+      None, 'dp_fedavg: Poisson sampling rate q of the accounting. Training '
+      'samples at clients_per_round / N for its N training clients (unset: '
+      'that; given: must equal it); the accountant requires it.')
+
+
+def _validate(config):
+  base.check_fixed_clip_dp(config)
+  if config.participation != 'poisson':
+    raise ValueError(
+        f'--aggregator=dp_fedavg is accounted for Poisson sampling: use '
+        f'--participation=poisson, not {config.participation} (a fixed '
+        f'cohort is not what its privacy amplification covers).')
+  q = config.dp_fedavg_settings().sampling_probability
+  if q is not None:
+    sampled_gaussian.check_sampling_probability(q)
+  base.check_secagg(config, 'dp_fedavg', False)
+  base.check_no_adaptive_flags(config)
+  base.check_no_blt_flags(config)
+  base.check_no_bandmf_flags(config)
+
+
+class DPFedAvgRunParameters(base.RunParameters):
+  """The sampling rate a run plans: q = m / N for its N training clients."""
+  file_name = 'dp_fedavg.json'
+
+  def plan(self, config, num_clients: int):
+    """q = m / N, checked against a given --sampling_probability; refuses a
+    run likely to draw an empty round."""
+    from dpftrl_tff.participation import poisson  # pylint: disable=g-import-not-at-top
+    q = config.clients_per_round / num_clients
+    given = config.dp_fedavg_settings().sampling_probability
+    if given is not None and abs(given - q) > 1e-12 * q:
+      raise ValueError(
+          f'--sampling_probability={given}: training samples at '
+          f'--clients_per_round / N = {config.clients_per_round} / '
+          f'{num_clients} = {q:.6g}; leave it unset or give that.')
+    risk = config.total_rounds * poisson.empty_round_probability(
+        num_clients, config.clients_per_round)
+    if risk > MAX_EMPTY_ROUND_RISK:
+      raise ValueError(
+          f'--clients_per_round={config.clients_per_round}: Poisson sampling '
+          f'of {num_clients} clients at q = {q:.4g} draws no client in some '
+          f'round of {config.total_rounds} with probability up to '
+          f'{risk:.2g} (a round without clients stops the run); use a larger '
+          f'--clients_per_round.')
+    return dataclasses.replace(config, sampling_probability=q)
+
+  def restore(self, config, saved, path):
+    del saved, path
+    return config   # plan() recomputes q from the same data.
+
+  def contents(self, config):
+    return dict(sampling_probability=config.dp_fedavg_settings()
+                .sampling_probability, assumption=sampled_gaussian.ASSUMPTION)
+
+  def describe(self, config, path):
+    return (f'DP-FedAvg with Poisson sampling at q = '
+            f'{config.dp_fedavg_settings().sampling_probability:.6g} (in '
+            f'{path}); its privacy {sampled_gaussian.ASSUMPTION}.')
+
+
+def _factory(config, record_specs):
+  from dpftrl_tff.aggregators import bandmf  # pylint: disable=g-import-not-at-top
+  # Independent noise every round: the matrix mechanism with C = I.
+  return base.fixed_clip_factory(
+      bandmf.build_dp_ftrl_bandmf_factory, config, record_specs,
+      c_matrix=np.eye(config.total_rounds))
+
+
+def _privacy(config, rounds, max_participation, min_separation):
+  if config.noise_multiplier <= 0:
+    return None
+  q = config.dp_fedavg_settings().sampling_probability
+  if q is None:
+    raise ValueError('--aggregator=dp_fedavg needs --sampling_probability '
+                     '(training plans it as clients_per_round / N).')
+  return accounting.compute_privacy(
+      rounds=rounds, noise_multiplier=config.noise_multiplier,
+      max_participation=max_participation, min_separation=min_separation,
+      sampling_probability=q)
+
+
+def _launch_config(config, population: int):
+  """The launch's q: its report goal over its population."""
+  return dataclasses.replace(
+      config, sampling_probability=checks.check_float(
+          config.clients_per_round / population, '--launch_population',
+          minimum=0, strict_minimum=True, maximum=1))
+
+
+MECHANISM = base.Mechanism(
+    name='dp_fedavg',
+    description='DP-FedAvg: fixed clip C, independent Gaussian noise each '
+    'round, Poisson sampling (--participation=poisson) assumed by its '
+    'accounting',
+    validate=_validate, build_factory=_factory, privacy=_privacy,
+    initial_clip=lambda config: config.clip_norm, supports_secagg=False,
+    describe_clipping=base.fixed_clip_text,
+    accounted_noise='poisson_gaussian',
+    run_parameters=DPFedAvgRunParameters(), participation='poisson',
+    launch_config=_launch_config)
