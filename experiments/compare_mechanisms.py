@@ -25,10 +25,13 @@ It writes compare_mechanisms.csv and compare_mechanisms.png (noise std per
 round at the de-DE setting, and the ratio per row) into --output_dir.
 
 With --train it also trains, on the generated StackOverflow-format data,
-one DP-FTRL run with tree noise (z = --train_noise_multiplier) and one with
-BLT noise at the same planned rho-zCDP (the BLT optimized for the runs'
-planned participation and given to the run as a file), and writes the
-accuracy against rounds as compare_training.csv and compare_training.png.
+one DP-FTRL run with tree noise (z = --train_noise_multiplier), one with
+BLT noise and one with BandMF noise at the same planned rho-zCDP (the BLT
+optimized for the runs' planned participation and given to the run as a
+file; BandMF with its planned bands), and DP-FedAvg with Poisson sampling
+of the same clients at the same report goal, at the tree's planned epsilon
+(which it reaches only by assuming the sampling), and writes the accuracy
+against rounds as compare_training.csv and compare_training.png.
 
   python -m experiments.compare_mechanisms
   python -m experiments.compare_mechanisms --train --train_root=runs/compare
@@ -46,25 +49,31 @@ from dpftrl_tff import accounting
 from dpftrl_tff import console
 from dpftrl_tff import plotting
 from dpftrl_tff import strict_json
+from dpftrl_tff.accounting import blt_optimizer
 from dpftrl_tff.accounting import comparison
 from dpftrl_tff.accounting import paper_tables
 from dpftrl_tff.accounting import sampled_gaussian
+from dpftrl_tff.aggregators.mechanisms import bandmf as bandmf_mechanism
+from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.run import run_directory
 from dpftrl_tff.studies import training_runs
 
 _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'docs/figures',
                                   'Where the CSV and PNG files go.')
-_TRAIN = flags.DEFINE_bool('train', False,
-                           'Also train tree vs BLT at equal rho-zCDP.')
+_TRAIN = flags.DEFINE_bool(
+    'train', False, 'Also train the tree, BLT and BandMF at equal rho-zCDP, '
+    'and DP-FedAvg (Poisson sampling) at equal epsilon.')
 _TRAIN_ROOT = flags.DEFINE_string('train_root', 'runs/compare_mechanisms',
                                   'Run directories of --train.')
 _TRAIN_FLAGFILE = flags.DEFINE_string(
     'train_flagfile', 'configs/demo.flags',
     'Flag file of both training runs (the participation must plan MinS and '
     'MaxP: --participation=min_sep_groups).')
-_TRAIN_Z = flags.DEFINE_float('train_noise_multiplier', 1.5,
-                              'Noise multiplier z of the tree run.')
-_TRAIN_SEED = flags.DEFINE_integer('train_seed', 1, 'Seed of both runs.')
+_TRAIN_Z = flags.DEFINE_float(
+    'train_noise_multiplier', None,
+    'Noise multiplier z of the tree run. Unset: the flag file\'s (its '
+    'learning rates were tuned for it; at 1.5 the demo\'s diverge).')
+_TRAIN_SEED = flags.DEFINE_integer('train_seed', 1, 'Seed of every run.')
 
 
 def _write_privacy(rows, output_dir):
@@ -134,54 +143,90 @@ def _print_privacy(rows):
 
 
 def train_comparison(root, flagfile, z_tree, seed, output_dir):
-  """Tree at z_tree, then BLT at the tree's planned zCDP; returns rows."""
+  """Tree at z_tree; BLT and BandMF at the tree's planned zCDP; DP-FedAvg
+  with Poisson sampling (which it assumes) at the tree's planned epsilon,
+  same report goal and clients. Returns the rows of compare_training.csv."""
   # Evaluated every 10 rounds for the curves.
   common = [f'--flagfile={flagfile}', f'--seed={seed}', '--rounds_per_eval=10']
   tree = training_runs.run_training(
-      root, 'tree', common + ['--aggregator=dp_ftrl',
-                              f'--noise_multiplier={z_tree!r}'])
+      root, 'tree', common + ['--aggregator=dp_ftrl'] + (
+          [] if z_tree is None else [f'--noise_multiplier={z_tree!r}']))
   planned = (tree.get('privacy') or {}).get('planned')
   if not planned:
     raise ValueError(f'--train_flagfile={flagfile}: the tree run has no '
                      f'planned participation; use '
                      f'--participation=min_sep_groups.')
-  rounds = tree['rounds']
+  rounds, z_tree = tree['rounds'], planned['noise_multiplier']
+  min_sep, max_p = planned['min_separation'], planned['max_participation']
   optimized = blt_optimizer.optimize(
-      rounds=rounds, min_separation=planned['min_separation'],
-      max_participation=planned['max_participation'])
+      rounds=rounds, min_separation=min_sep, max_participation=max_p)
   blt_file = os.path.join(root, 'blt_for_comparison.json')
   os.makedirs(root, exist_ok=True)
   run_directory.write_json_atomic(blt_file, optimized.as_dict())
   sens2 = accounting.blt_sensitivity_squared(
-      optimized.blt, rounds=rounds,
-      min_separation=planned['min_separation'],
-      max_participation=planned['max_participation'])
+      optimized.blt, rounds=rounds, min_separation=min_sep,
+      max_participation=max_p)
   z_blt = math.sqrt(sens2 / (2 * planned['zcdp']))
   blt = training_runs.run_training(
       root, 'blt', common + ['--aggregator=dp_ftrl_blt',
                              f'--noise_multiplier={z_blt!r}',
                              f'--blt_params={blt_file}'])
+  # BandMF: the C the run optimizes (its planned bands), its sens^2 from
+  # the accountant.
+  bands = bandmf_mechanism.default_bands(min_sep, rounds)
+  sens2 = planned_privacy.build_report(
+      rounds=rounds, noise_multiplier=1.0, min_separation=min_sep,
+      max_participation=max_p, aggregator='dp_ftrl_bandmf',
+      bandmf_bands=bands, with_epsilon=False)['sensitivity_squared']
+  z_bandmf = math.sqrt(sens2 / (2 * planned['zcdp']))
+  bandmf = training_runs.run_training(
+      root, 'bandmf', common + ['--aggregator=dp_ftrl_bandmf',
+                                f'--noise_multiplier={z_bandmf!r}',
+                                f'--bandmf_bands={bands}'])
+  # DP-FedAvg: the same report goal m over the same N clients, Poisson
+  # sampled at q = m / N, at the tree's planned epsilon.
+  num_clients = sum(tree['participation']['participations_histogram'])
+  q = tree['clients_per_round'] / num_clients
+  z_fedavg = sampled_gaussian.noise_for_epsilon(
+      planned['epsilon'], sampling_probability=q, rounds=rounds)
+  fedavg = training_runs.run_training(
+      root, 'dp_fedavg', common + ['--aggregator=dp_fedavg',
+                                   '--participation=poisson',
+                                   f'--noise_multiplier={z_fedavg!r}'])
+  runs = (('tree', 'tree', tree, z_tree), ('BLT', 'blt', blt, z_blt),
+          (f'BandMF, {bands} bands', 'bandmf', bandmf, z_bandmf),
+          ('DP-FedAvg*', 'dp_fedavg', fedavg, z_fedavg))
   out = []
   series = []
-  for name, summary, z in (('tree', tree, z_tree), ('BLT', blt, z_blt)):
-    xs, ys = run_directory.read_metric(os.path.join(root, name.lower()))
+  for name, directory, summary, z in runs:
+    xs, ys = run_directory.read_metric(os.path.join(root, directory))
     series.append((f'{name} (z = {z:.3f})', xs, [100 * y for y in ys]))
+    privacy = summary['privacy']
     for x, y in zip(xs, ys):
       out.append(dict(mechanism=name, noise_multiplier=z, round=x,
                       eval_in_vocab_accuracy=y,
-                      planned_zcdp=summary['privacy']['planned']['zcdp']))
+                      planned_zcdp=(privacy.get('planned') or {}).get('zcdp'),
+                      epsilon=(privacy.get('planned') or privacy)['epsilon']))
   os.makedirs(output_dir, exist_ok=True)
   run_directory.write_csv_atomic(
       os.path.join(output_dir, 'compare_training.csv'), out)
   plotting.line_plot(
       os.path.join(output_dir, 'compare_training.png'), series,
-      title=f'Tree vs BLT at equal planned zCDP '
-            f'{planned["zcdp"]:.3g} (seed {seed})',
+      title=f'Equal privacy: zCDP {planned["zcdp"]:.3g} (tree, BLT, BandMF), '
+            f'epsilon {planned["epsilon"]:.3g} (*DP-FedAvg, Poisson sampling '
+            f'assumed) (seed {seed})',
       xlabel='round', ylabel='eval in-vocab accuracy (%)')
-  for name, summary, z in (('tree', tree, z_tree), ('BLT', blt, z_blt)):
-    print(f'{name:4}: z = {z:.4f}, planned zCDP '
-          f'{summary["privacy"]["planned"]["zcdp"]:.4f}, final eval '
-          f'accuracy {100 * summary["final_eval"]["in_vocab_accuracy"]:.2f}%')
+  for name, _, summary, z in runs:
+    privacy = summary['privacy']
+    shown = privacy.get('planned') or privacy
+    print(f'{name:18}: z = {z:.4f}, '
+          + (f'planned zCDP {shown["zcdp"]:.4f}, ' if shown.get('zcdp')
+             is not None else '')
+          + f'epsilon {shown["epsilon"]:.3f}, final eval accuracy '
+          f'{100 * summary["final_eval"]["in_vocab_accuracy"]:.2f}%'
+          + (' (the loss exploded)' if summary.get('training_loss_explosion')
+             else ''))
+  print('* DP-FedAvg ' + sampled_gaussian.ASSUMPTION + '.')
   print(strict_json.dumps(dict(blt=optimized.as_dict()), sort_keys=True))
   return out
 

@@ -89,3 +89,32 @@ def _privacy(z: float, q: float, rounds: int,
       rounds=rounds, noise_multiplier=z, sampling_probability=q, delta=delta,
       epsilon=float(pld.get_epsilon(delta)),
       epsilon_rdp=float(rdp.get_epsilon(delta)))
+
+
+def noise_for_epsilon(epsilon: float, *, sampling_probability: float,
+                      rounds: int, delta: float = conversions.DEFAULT_DELTA,
+                      high: float = 100.0) -> float:
+  """The smallest z (to 1e-4 relative) at which T rounds at rate q have at
+  most `epsilon` by PLD: halving z from `high` until epsilon exceeds the
+  target, then bisection on log z (epsilon falls as z grows; PLD is slow at
+  small z, so the search comes from above). Returns the upper end of the
+  final bracket, so the epsilon at the returned z is at most `epsilon`."""
+  checks.check_positive(epsilon, 'epsilon')
+
+  def eps(z):
+    return poisson_gaussian_privacy(
+        noise_multiplier=z, sampling_probability=sampling_probability,
+        rounds=rounds, delta=delta).epsilon
+
+  if eps(high) > epsilon:
+    raise ValueError(f'DP-FedAvg needs z > {high:g} for epsilon {epsilon:g} '
+                     f'(q = {sampling_probability:g}, T = {rounds}).')
+  low = high / 2
+  while eps(low) <= epsilon:
+    high, low = low, low / 2
+    if low < 1e-3:
+      return high
+  while high / low > 1 + 1e-4:
+    mid = (low * high)**0.5
+    low, high = (mid, high) if eps(mid) > epsilon else (low, mid)
+  return high

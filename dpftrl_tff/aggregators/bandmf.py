@@ -81,11 +81,14 @@ class BandMFResidualSumQuery(blt.StreamedNoiseSumQuery):
     return self._initial_state(self.bands - 1)
 
   def get_noised_result(self, sample_state, global_state):
-    t = global_state.round
     # Past the matrix's T rounds there is no C row: training refuses to run
-    # longer (--total_rounds); the assertion guards direct use.
-    tf.debugging.assert_less(t, tf.constant(self.rounds, tf.int64),
-                             message='BandMF: round beyond the matrix\'s T')
+    # longer (--total_rounds); the assertion guards direct use, and runs in
+    # TFF's graphs too through the control dependency.
+    check = tf.debugging.assert_less(
+        global_state.round, tf.constant(self.rounds, tf.int64),
+        message='BandMF: round beyond the matrix\'s T')
+    with tf.control_dependencies([check]):
+      t = tf.identity(global_state.round)
     row = tf.gather(tf.constant(self._band, tf.float64), t)
     w = self.standard_normal(global_state.seed, t)
     for k, buffer in enumerate(global_state.buffers, start=1):

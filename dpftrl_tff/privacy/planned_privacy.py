@@ -64,7 +64,8 @@ _DEFAULTS = config_lib.TrainConfig
 MECHANISM_FLAGS = ('aggregator', 'clip_norm', 'secagg_scale',
                    'restart_warmup', 'restart_frequency',
                    'clipped_count_stddev', 'blt_params', 'blt_num_buffers',
-                   'blt_error', 'bandmf_bands', 'bandmf_matrix_dir',
+                   'blt_error', 'bandmf_bands', 'bandmf_error',
+                   'bandmf_matrix_dir',
                    'sampling_probability')
 # Unset means "not given" for these (no SecAgg; C only with SecAgg).
 MECHANISM_FLAG_DEFAULTS = dict(clip_norm=None, secagg_scale=None)
@@ -141,8 +142,9 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
                  clipped_count_stddev=None, secagg_scale=None,
                  model_dim=None, clip_norm=None, blt_params=None,
                  blt_num_buffers=None, blt_error=_DEFAULTS.blt_error,
-                 bandmf_bands=None, bandmf_matrix_dir=None,
-                 sampling_probability=None, with_epsilon=True):
+                 bandmf_bands=None, bandmf_error=_DEFAULTS.bandmf_error,
+                 bandmf_matrix_dir=None, sampling_probability=None,
+                 with_epsilon=True):
   """Validates flag values and returns the report as a dict.
 
   `aggregator` names the mechanism as training does (--aggregator):
@@ -193,7 +195,7 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
       restart_warmup=restart_warmup, restart_frequency=restart_frequency,
       blt_params=blt_params, blt_num_buffers=blt_num_buffers,
       blt_error=blt_error, bandmf_bands=bandmf_bands,
-      bandmf_matrix_dir=bandmf_matrix_dir,
+      bandmf_error=bandmf_error, bandmf_matrix_dir=bandmf_matrix_dir,
       sampling_probability=sampling_probability,
       participation=mechanism.participation or _DEFAULTS.participation,
       **plan)
@@ -217,8 +219,8 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   if bandmf_noise:
     from dpftrl_tff.accounting import bandmf as bandmf_accounting  # pylint: disable=g-import-not-at-top
     report['bandmf'].update(
-        source=('optimized' if bandmf_matrix_dir is None else
-                bandmf_matrix_dir),
+        source=(f'optimized for the {bandmf_error} error'
+                if bandmf_matrix_dir is None else bandmf_matrix_dir),
         **bandmf_accounting.error_summary(
             registry.bandmf_strategy(config)[:rounds, :rounds]))
   report.update(

@@ -18,6 +18,7 @@ import numpy as np
 from dpftrl_tff import checks
 from dpftrl_tff import participation as participation_lib
 from dpftrl_tff import settings
+from dpftrl_tff.accounting import bandmf as bandmf_accounting
 from dpftrl_tff.accounting import blt_optimizer
 from dpftrl_tff.aggregators import registry
 from dpftrl_tff.aggregators.mechanisms import adaptive as adaptive_mechanism
@@ -115,6 +116,7 @@ class TrainConfig:
   blt_max_participation: Optional[int] = _of(_BLT, 'blt_max_participation')
   # BandMF's, declared in mechanisms.bandmf.BandMFSettings.
   bandmf_bands: Optional[int] = _of(_BANDMF, 'bandmf_bands')
+  bandmf_error: str = _of(_BANDMF, 'bandmf_error')
   bandmf_matrix_dir: Optional[str] = _of(_BANDMF, 'bandmf_matrix_dir')
   # DP-FedAvg's, declared in mechanisms.dp_fedavg.DPFedAvgSettings.
   sampling_probability: Optional[float] = _of(_DP_FEDAVG,
@@ -382,6 +384,7 @@ def default_enum_values() -> Dict[str, Any]:
               participation=participation_lib.MODELS,
               shortfall=participation_lib.SHORTFALL_POLICIES,
               blt_error=blt_optimizer.ERRORS,
+              bandmf_error=bandmf_accounting.ERRORS,
               on_worker_failure=workers.FAILURE_POLICIES)
 
 

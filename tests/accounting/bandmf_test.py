@@ -225,15 +225,49 @@ class OptimizerTest(parameterized.TestCase):
     self.assertLessEqual(mean, reference['mean_error'] * (1 + 1e-6))
     self.assertGreater(mean, reference['mean_error'] * 0.99)
 
+  @parameterized.parameters((128, 8), (256, 16))
+  def test_max_error_below_jax_privacys_max_optimum(self, rounds, bands):
+    with open(_REFERENCE) as f:
+      reference = {(r['n'], r['bands']): r
+                   for r in json.load(f)['optimize_max']}[(rounds, bands)]
+    c = bandmf.optimize(rounds, bands, error='max')
+    summary = bandmf.error_summary(c)
+    self.assertLessEqual(summary['max_error'],
+                         reference['max_error'] * (1 + 1e-6))
+    # Below the mean optimum's max, above its mean.
+    mean_optimum = bandmf.error_summary(bandmf.optimize(rounds, bands))
+    self.assertLess(summary['max_error'], mean_optimum['max_error'])
+    self.assertGreater(summary['mean_error'], mean_optimum['mean_error'])
+    np.testing.assert_allclose(np.linalg.norm(c, axis=0), 1.0, rtol=1e-12)
+
+  def test_power_mean_gradient_against_finite_differences(self):
+    rng = np.random.default_rng(7)
+    c = random_banded(rng, 7, 3)
+    reduction = bandmf._power_mean_reduction(16.0)  # pylint: disable=protected-access
+    loss, gradient = bandmf._error_and_gradient(c, reduction)  # pylint: disable=protected-access
+    errors = bandmf.prefix_sum_errors(c)
+    self.assertAlmostEqual(loss, np.mean(errors**16)**(1 / 16),
+                           delta=1e-9 * loss)
+    direction = np.tril(rng.normal(size=c.shape))
+    step = 1e-6
+    numeric = (bandmf._error_and_gradient(c + step * direction, reduction)[0]  # pylint: disable=protected-access
+               - bandmf._error_and_gradient(c - step * direction,  # pylint: disable=protected-access
+                                            reduction)[0]) / (2 * step)
+    self.assertAlmostEqual(float(np.sum(gradient * direction)), numeric,
+                           delta=1e-5 * max(1.0, abs(numeric)))
+
   def test_never_worse_than_the_start(self):
     for rounds, bands in ((1, 1), (5, 1), (40, 40), (60, 7)):
-      c = bandmf.optimize(rounds, bands)
-      self.assertEqual(bandmf.check_banded(c)[1], min(bands, rounds))
-      self.assertLessEqual(
-          bandmf.error_summary(c)['mean_error'],
-          bandmf.error_summary(bandmf.initial_strategy(rounds, bands))[
-              'mean_error'] * (1 + 1e-12))
-      self.assertTrue(np.all(np.diag(c) > 0))
+      for error in bandmf.ERRORS:
+        c = bandmf.optimize(rounds, bands, error=error)
+        self.assertEqual(bandmf.check_banded(c)[1], min(bands, rounds))
+        self.assertLessEqual(
+            bandmf.error_summary(c)[f'{error}_error'],
+            bandmf.error_summary(bandmf.initial_strategy(rounds, bands))[
+                f'{error}_error'] * (1 + 1e-12))
+        self.assertTrue(np.all(np.diag(c) > 0))
+    with self.assertRaisesRegex(ValueError, "--bandmf_error='median'"):
+      bandmf.optimize(10, 2, error='median')
 
 
 class PublishedFormatTest(absltest.TestCase):

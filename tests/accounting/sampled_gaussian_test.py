@@ -103,5 +103,25 @@ class SampledGaussianTest(parameterized.TestCase):
       sampled_gaussian.poisson_gaussian_privacy(**args)
 
 
+class NoiseForEpsilonTest(absltest.TestCase):
+
+  def test_meets_the_target_and_is_the_smallest(self):
+    for q, rounds, target in ((0.2, 10, 3.0),):
+      z = sampled_gaussian.noise_for_epsilon(
+          target, sampling_probability=q, rounds=rounds)
+      at = sampled_gaussian.poisson_gaussian_privacy(
+          noise_multiplier=z, sampling_probability=q, rounds=rounds).epsilon
+      below = sampled_gaussian.poisson_gaussian_privacy(
+          noise_multiplier=z / (1 + 2e-4), sampling_probability=q,
+          rounds=rounds).epsilon
+      self.assertLessEqual(at, target)
+      self.assertGreater(below, target)
+
+  def test_unreachable_target(self):
+    with self.assertRaisesRegex(ValueError, 'needs z > 100'):
+      sampled_gaussian.noise_for_epsilon(1e-6, sampling_probability=1.0,
+                                         rounds=100)
+
+
 if __name__ == '__main__':
   absltest.main()

@@ -168,6 +168,10 @@ class SettingsTest(parameterized.TestCase):
          '--total_rounds=20'),
         (dict(bandmf_matrix_dir=short),
          '--bandmf_bands=4 chooses how C is optimized'),
+        (dict(bandmf_matrix_dir=short, bandmf_bands=None,
+              bandmf_error='max'),
+         '--bandmf_error=max chooses how C is optimized'),
+        (dict(bandmf_error='median'), "--bandmf_error='median' is unknown"),
         (dict(bandmf_bands=None, bandmf_matrix_dir='/nonexistent'),
          '--bandmf_matrix_dir=/nonexistent: .*no c_matrix_tensor_pb'),
         (dict(blt_num_buffers=2), '--blt_num_buffers=2 applies only with '
@@ -183,6 +187,17 @@ class SettingsTest(parameterized.TestCase):
         ValueError, '--bandmf_bands=4 applies only with '
         '--aggregator=dp_ftrl_bandmf, not dp_ftrl.'):
       _config(aggregator='dp_ftrl')
+
+  def test_max_error_setting_reaches_the_matrix(self):
+    c = bandmf_mechanism.strategy(_config(bandmf_error='max'))
+    np.testing.assert_array_equal(
+        c, bandmf_accounting.optimize(20, 4, error='max'))
+    report = planned_privacy.build_report(
+        rounds=20, noise_multiplier=1.5, min_separation=4,
+        aggregator='dp_ftrl_bandmf', bandmf_bands=4, bandmf_error='max')
+    self.assertEqual(report['bandmf']['source'], 'optimized for the max error')
+    self.assertAlmostEqual(report['bandmf']['max_error'],
+                           bandmf_accounting.error_summary(c)['max_error'])
 
   def test_band_round_trip(self):
     c = bandmf_accounting.optimize(9, 3)

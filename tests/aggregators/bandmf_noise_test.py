@@ -100,6 +100,19 @@ class BandMFQueryTest(parameterized.TestCase):
 
 class BandMFFactoryTest(blt_test.FactoryChecks, absltest.TestCase):
 
+  def test_refuses_a_round_beyond_the_matrix_in_tff(self):
+    # The assertion must run inside TFF's graphs, not only eagerly.
+    factory = bandmf.build_dp_ftrl_bandmf_factory(
+        noise_multiplier=1.0, clients_per_round=1, clip_norm=1.0,
+        record_specs=tf.TensorSpec([3], tf.float32),
+        c_matrix=_random_banded(2, 2), noise_seed=1)
+    process = factory.create(tff.TensorType(np.float32, [3]))
+    state = process.initialize()
+    for _ in range(2):
+      state = process.next(state, [np.zeros(3, np.float32)]).state
+    with self.assertRaisesRegex(Exception, 'beyond the matrix'):
+      process.next(state, [np.zeros(3, np.float32)])
+
   def _process(self, noise_multiplier, noise_seed=None, dim=2000):
     factory = bandmf.build_dp_ftrl_bandmf_factory(
         noise_multiplier=noise_multiplier, clients_per_round=4,

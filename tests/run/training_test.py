@@ -187,8 +187,9 @@ class TrainingLoopTest(parameterized.TestCase):
       with open(os.path.join(killed, 'bandmf.json')) as f:
         saved = strict_json.load_file(f)
       # Planned: the population's MinS + 1 bands, at most T = 4.
-      self.assertEqual((saved['rounds'], saved['bands'],
-                        saved['source']), (4, 4, 'optimized'))
+      self.assertEqual(
+          (saved['rounds'], saved['bands'], saved['source']),
+          (4, 4, 'optimized for the mean error'))
       self.assertEqual(accounted['bandmf']['bands'], 4)
       # Uniform participation: the observed MinS may be below 3, where
       # the bound, not the exact value, applies; either way it is stated.

@@ -27,14 +27,18 @@ DEFAULT_MAX_BANDS = 64
 class BandMFSettings:
   """How a dp_ftrl_bandmf run gets its strategy matrix C: optimized for
   T = --total_rounds with `bandmf_bands` bands (column-normalized,
-  minimizing the mean squared error of the noisy prefix sums,
-  `accounting.bandmf.optimize`), or read from `bandmf_matrix_dir` in
+  minimizing the `bandmf_error` (mean or max) squared error of the noisy
+  prefix sums, `accounting.bandmf.optimize`), or read from
+  `bandmf_matrix_dir` in
   Gboard's published format. Carried by `TrainConfig` and the accountant's
   flags."""
   bandmf_bands: Optional[int] = settings.setting(
       None, 'dp_ftrl_bandmf: bands b of the optimized C; its noise state '
       'holds b - 1 model-size buffers. Unset: the planned MinS + 1, at most '
       f'{DEFAULT_MAX_BANDS} (the banded sensitivity needs b <= MinS + 1).')
+  bandmf_error: str = settings.setting(
+      'mean', 'dp_ftrl_bandmf: optimize C for the mean or the max over rounds '
+      'of the squared error of the noisy prefix sums.', flag_type='enum')
   bandmf_matrix_dir: Optional[str] = settings.setting(
       None, 'dp_ftrl_bandmf: directory with a C in Gboard\'s published '
       'format (c_matrix_tensor_pb: float64, tf.io.serialize_tensor, '
@@ -47,12 +51,18 @@ class BandMFSettings:
     """Checks the settings for a run of `total_rounds`; errors name the
     flags. A given matrix must load, be banded and cover the rounds."""
     rounds = checks.check_int(total_rounds, '--total_rounds', minimum=1)
+    if self.bandmf_error not in bandmf_accounting.ERRORS:
+      raise ValueError(f'--bandmf_error={self.bandmf_error!r} is unknown; '
+                       f'allowed: {", ".join(bandmf_accounting.ERRORS)}.')
     if self.bandmf_matrix_dir is not None:
-      if self.bandmf_bands is not None:
+      chosen = settings.changed(dataclasses.replace(
+          self, bandmf_matrix_dir=None))
+      if chosen:
         raise ValueError(
-            f'--bandmf_bands={self.bandmf_bands} chooses how C is optimized, '
-            f'to no effect with --bandmf_matrix_dir={self.bandmf_matrix_dir} '
-            f'(a given C); leave one out.')
+            f'{", ".join(chosen)} '
+            f'{"chooses" if len(chosen) == 1 else "choose"} how C is '
+            f'optimized, to no effect with --bandmf_matrix_dir='
+            f'{self.bandmf_matrix_dir} (a given C); leave it out.')
       published_matrix(self.bandmf_matrix_dir, rounds)
     if self.bandmf_bands is not None:
       checks.check_int(self.bandmf_bands, '--bandmf_bands', minimum=1,
@@ -86,12 +96,12 @@ def default_bands(min_separation: int, rounds: int) -> int:
 
 
 @functools.lru_cache(maxsize=8)
-def _optimized(rounds: int, bands: int) -> np.ndarray:
+def _optimized(rounds: int, bands: int, error: str) -> np.ndarray:
   """accounting.bandmf.optimize, memoized (deterministic in its arguments;
   accounting asks for the same C several times a run)."""
-  c = bandmf_accounting.optimize(rounds, bands)
-  logging.info('BandMF C optimized for T=%d, b=%d: %s', rounds, bands,
-               bandmf_accounting.error_summary(c))
+  c = bandmf_accounting.optimize(rounds, bands, error=error)
+  logging.info('BandMF C optimized for T=%d, b=%d, the %s error: %s', rounds,
+               bands, error, bandmf_accounting.error_summary(c))
   return c
 
 
@@ -108,7 +118,8 @@ def strategy(config) -> np.ndarray:
   settings_ = config.bandmf_settings()
   if settings_.bandmf_matrix_dir is not None:
     return published_matrix(settings_.bandmf_matrix_dir, config.total_rounds)
-  return _optimized(config.total_rounds, settings_.bandmf_bands or 1)
+  return _optimized(config.total_rounds, settings_.bandmf_bands or 1,
+                    settings_.bandmf_error)
 
 
 def matrix_to_band(c) -> tuple:
@@ -190,8 +201,9 @@ class BandMFRunParameters(base.RunParameters):
     _, bands = bandmf_accounting.check_banded(c)
     directory = config.bandmf_settings().bandmf_matrix_dir
     out = dict(rounds=c.shape[0], bands=bands,
-               source=('optimized' if directory is None
-                       else os.path.abspath(directory)),
+               source=(f'optimized for the '
+                       f'{config.bandmf_settings().bandmf_error} error'
+                       if directory is None else os.path.abspath(directory)),
                **bandmf_accounting.error_summary(c))
     if directory is not None:
       learning_rates = _load_published(os.path.abspath(directory))[1]
