@@ -15,7 +15,6 @@ docs/empirical_privacy.md, and the audit's report quotes its conclusion.
 
 import time
 
-from absl import app
 from absl import flags
 import numpy as np
 

@@ -303,7 +303,7 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
                  f'{"exploded (passed over)" if r.get("exploded") else "ok"}'
                  ' |')
   lines += [
-      '', f'Chosen: the most accurate'
+      '', 'Chosen: the most accurate'
       + ('' if all(r.get('exploded') for r in result['learning_rate_runs'])
          else ' whose training loss did not explode') +
       f', client lr {sim["client_lr"]:g}, server '

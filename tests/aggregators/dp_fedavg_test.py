@@ -10,11 +10,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from dpftrl_tff import accounting
 from dpftrl_tff import participation
 from dpftrl_tff.aggregators import registry
-from dpftrl_tff.aggregators.mechanisms import base as mechanism_base
-from dpftrl_tff.aggregators.mechanisms import dp_fedavg
 from dpftrl_tff.participation import poisson
 from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.run import config as config_lib
