@@ -212,9 +212,9 @@ def train_comparison(root, flagfile, z_tree, seed, output_dir):
       os.path.join(output_dir, 'compare_training.csv'), out)
   plotting.line_plot(
       os.path.join(output_dir, 'compare_training.png'), series,
-      title=f'Equal privacy: zCDP {planned["zcdp"]:.3g} (tree, BLT, BandMF), '
-            f'epsilon {planned["epsilon"]:.3g} (*DP-FedAvg, Poisson sampling '
-            f'assumed) (seed {seed})',
+      title=f'Equal privacy (seed {seed}): zCDP {planned["zcdp"]:.3g}\n'
+            f'*DP-FedAvg at epsilon {planned["epsilon"]:.3g}, Poisson '
+            f'sampling assumed',
       xlabel='round', ylabel='eval in-vocab accuracy (%)')
   for name, _, summary, z in runs:
     privacy = summary['privacy']
