@@ -78,9 +78,7 @@ def _validate(config):
   config.adaptive_settings().validate(config.noise_multiplier,
                                       config.clients_per_round)
   base.check_secagg(config, 'dp_ftrl_adaptive', False)
-  base.check_no_blt_flags(config)
-  base.check_no_bandmf_flags(config)
-  base.check_no_dp_fedavg_flags(config)
+  base.check_no_other_settings(config, 'dp_ftrl_adaptive')
 
 
 def _factory(config, record_specs):

@@ -276,9 +276,7 @@ def _validate(config):
   config.bandmf_settings().validate(config.total_rounds)
   _check_launch(config)
   base.check_secagg(config, 'dp_ftrl_bandmf', True)
-  base.check_no_adaptive_flags(config)
-  base.check_no_blt_flags(config)
-  base.check_no_dp_fedavg_flags(config)
+  base.check_no_other_settings(config, 'dp_ftrl_bandmf')
 
 
 def _factory(config, record_specs):

@@ -202,29 +202,16 @@ def _refuse_changed(changed, owner: str, config):
                      f'with --aggregator={owner}, not {config.aggregator}.')
 
 
-def check_no_adaptive_flags(config):
-  """Algorithm 1's settings do nothing outside adaptive clipping: refuse any
-  changed from its default (`mechanisms.adaptive.AdaptiveSettings`)."""
-  _refuse_changed(settings.changed(config.adaptive_settings()),
-                  'dp_ftrl_adaptive', config)
-
-
-def check_no_bandmf_flags(config):
-  """The BandMF settings do nothing with another aggregator: refuse any
-  changed from its default (`mechanisms.bandmf.BandMFSettings`)."""
-  _refuse_changed(settings.changed(config.bandmf_settings()),
-                  'dp_ftrl_bandmf', config)
-
-
-def check_no_dp_fedavg_flags(config):
-  """DP-FedAvg's sampling rate does nothing with another aggregator
-  (`mechanisms.dp_fedavg.DPFedAvgSettings`)."""
-  _refuse_changed(settings.changed(config.dp_fedavg_settings()), 'dp_fedavg',
-                  config)
-
-
-def check_no_blt_flags(config):
-  """The BLT settings do nothing with another aggregator: refuse any changed
-  from its default (`mechanisms.blt.BLTSettings`)."""
-  _refuse_changed(settings.changed(config.blt_settings()), 'dp_ftrl_blt',
-                  config)
+def check_no_other_settings(config, own: Optional[str]):
+  """Every other mechanism's settings do nothing with `config.aggregator`:
+  refuse any changed from its default (each group declared by its module:
+  `adaptive.AdaptiveSettings`, `blt.BLTSettings`, `bandmf.BandMFSettings`,
+  `dp_fedavg.DPFedAvgSettings`). `own`: the mechanism whose group is
+  allowed, or None."""
+  groups = (('dp_ftrl_adaptive', config.adaptive_settings()),
+            ('dp_ftrl_blt', config.blt_settings()),
+            ('dp_ftrl_bandmf', config.bandmf_settings()),
+            ('dp_fedavg', config.dp_fedavg_settings()))
+  for owner, values in groups:
+    if owner != own:
+      _refuse_changed(settings.changed(values), owner, config)

@@ -185,9 +185,7 @@ def _validate(config):
   base.check_fixed_clip_dp(config)
   config.blt_settings().validate(config.total_rounds)
   base.check_secagg(config, 'dp_ftrl_blt', True)
-  base.check_no_adaptive_flags(config)
-  base.check_no_bandmf_flags(config)
-  base.check_no_dp_fedavg_flags(config)
+  base.check_no_other_settings(config, 'dp_ftrl_blt')
 
 
 def _factory(config, record_specs):

@@ -51,9 +51,7 @@ def _validate(config):
   if q is not None:
     sampled_gaussian.check_sampling_probability(q)
   base.check_secagg(config, 'dp_fedavg', False)
-  base.check_no_adaptive_flags(config)
-  base.check_no_blt_flags(config)
-  base.check_no_bandmf_flags(config)
+  base.check_no_other_settings(config, 'dp_fedavg')
 
 
 class DPFedAvgRunParameters(base.RunParameters):

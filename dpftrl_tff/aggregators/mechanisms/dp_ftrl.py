@@ -7,10 +7,7 @@ from dpftrl_tff.aggregators.mechanisms import base
 def _validate(config):
   base.check_fixed_clip_dp(config)
   base.check_secagg(config, 'dp_ftrl', True)
-  base.check_no_blt_flags(config)
-  base.check_no_adaptive_flags(config)
-  base.check_no_bandmf_flags(config)
-  base.check_no_dp_fedavg_flags(config)
+  base.check_no_other_settings(config, None)
 
 
 def _factory(config, record_specs):

@@ -14,10 +14,7 @@ def _validate(config):
         f'--aggregator={config.aggregator} (no DP noise); set it to 0 or '
         f'choose a DP aggregator ({", ".join(dp)}).')
   base.check_secagg(config, 'none', True)
-  base.check_no_blt_flags(config)
-  base.check_no_adaptive_flags(config)
-  base.check_no_bandmf_flags(config)
-  base.check_no_dp_fedavg_flags(config)
+  base.check_no_other_settings(config, None)
 
 
 def _factory(config, record_specs):
