@@ -10,7 +10,10 @@ from dpftrl_tff.accounting import bandmf as bandmf_accounting
 from dpftrl_tff.aggregators import bandmf
 from tests.aggregators import blt_test
 
-_SPECS = (tf.TensorSpec([3], tf.float32), tf.TensorSpec([2, 2], tf.float32))
+# The BLT tests' record structure, noise loop and flattening.
+_SPECS = blt_test._SPECS  # pylint: disable=protected-access
+_noise = blt_test._noise  # pylint: disable=protected-access
+_flat = blt_test._flat  # pylint: disable=protected-access
 
 
 def _random_banded(rounds, bands, seed=0):
@@ -23,24 +26,10 @@ def _random_banded(rounds, bands, seed=0):
   return c
 
 
-def _flat(structure):
-  return np.concatenate([np.asarray(x, np.float64).ravel()
-                         for x in tf.nest.flatten(structure)])
-
-
 def _query(c, noise_multiplier=1.5, clip=2.0, specs=_SPECS, seed=7):
   return bandmf.BandMFResidualSumQuery(
       clip_norm=clip, noise_multiplier=noise_multiplier, record_specs=specs,
       c_matrix=c, noise_seed=seed)
-
-
-def _noise(query, state, rounds, specs=_SPECS):
-  out = []
-  for _ in range(rounds):
-    result, state, _ = query.get_noised_result(
-        query.initial_sample_state(specs), state)
-    out.append(_flat(result))
-  return np.array(out), state
 
 
 class BandMFQueryTest(parameterized.TestCase):
