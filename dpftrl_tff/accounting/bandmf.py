@@ -71,6 +71,29 @@ def check_banded(c) -> Tuple[np.ndarray, int]:
   return c, int(np.max(rows - cols)) + 1
 
 
+def band_coefficients(c) -> np.ndarray:
+  """[T, b] array of C's band by row: out[t, k] = C[t, t - k] (0 for
+  t - k < 0), so out[t, 0] is the diagonal."""
+  c, bands = check_banded(c)
+  rounds = c.shape[0]
+  out = np.zeros((rounds, bands))
+  for k in range(bands):
+    out[k:, k] = np.diagonal(c, -k)
+  return out
+
+
+def band_to_matrix(band) -> np.ndarray:
+  """The T x T lower-triangular C of a [T, b] band (`band_coefficients`'
+  inverse)."""
+  band = np.asarray(band, dtype=np.float64)
+  rounds, bands = band.shape
+  c = np.zeros((rounds, rounds))
+  for k in range(bands):
+    idx = np.arange(k, rounds)
+    c[idx, idx - k] = band[k:, k]
+  return c
+
+
 def _max_separated_sum(values: np.ndarray, separation: int,
                        picks: int) -> np.ndarray:
   """For each row of `values` (..., T), the largest sum of at most `picks`

@@ -37,35 +37,34 @@ from dpftrl_tff.aggregators import blt
 from dpftrl_tff.aggregators import dp_ftrl
 
 
-def band_coefficients(c) -> np.ndarray:
-  """[T, b] array of C's band by row: out[t, k] = C[t, t - k] (0 for
-  t - k < 0), so out[t, 0] is the diagonal."""
-  c, bands = bandmf_accounting.check_banded(c)
-  rounds = c.shape[0]
-  out = np.zeros((rounds, bands))
-  for k in range(bands):
-    out[k:, k] = np.diagonal(c, -k)
-  return out
+# C's band by row, [T, b] (`accounting.bandmf.band_coefficients`).
+band_coefficients = bandmf_accounting.band_coefficients
 
 
 class BandMFResidualSumQuery(blt.StreamedNoiseSumQuery):
   """Clipped sum plus BandMF-correlated Gaussian noise (module docstring)."""
 
   def __init__(self, *, clip_norm: float, noise_multiplier: float,
-               record_specs, c_matrix, noise_seed: int):
+               record_specs, noise_seed: int, c_matrix=None, band=None):
     """Builds the query.
 
     Args:
       clip_norm: C_clip > 0.
       noise_multiplier: z >= 0; round t's noise is z C_clip (C^-1 Z)_t.
       record_specs: tf.TensorSpec structure of one update.
+      noise_seed: an int, e.g. from `dp_ftrl.resolve_noise_seed`.
       c_matrix: the T x T lower-triangular banded strategy C; the query
         serves T rounds.
-      noise_seed: an int, e.g. from `dp_ftrl.resolve_noise_seed`.
+      band: instead of `c_matrix`, its [T, b] band by row
+        (`band_coefficients`), which a long run with few bands can hold
+        where the dense T x T C would not (DP-FedAvg's C = I).
     """
+    if (c_matrix is None) == (band is None):
+      raise ValueError('give one of c_matrix and band.')
     super().__init__(clip_norm=clip_norm, noise_multiplier=noise_multiplier,
                      record_specs=record_specs, noise_seed=noise_seed)
-    self._band = band_coefficients(c_matrix)
+    self._band = (band_coefficients(c_matrix) if band is None else
+                  np.asarray(band, dtype=np.float64))
 
   @property
   def rounds(self) -> int:
@@ -103,7 +102,7 @@ class BandMFResidualSumQuery(blt.StreamedNoiseSumQuery):
 
 def build_dp_ftrl_bandmf_factory(*, noise_multiplier: float,
                                  clients_per_round: int, clip_norm: float,
-                                 record_specs, c_matrix,
+                                 record_specs, c_matrix=None, band=None,
                                  noise_seed: Optional[int] = None,
                                  record_aggregation_factory=None):
   """BandMF-DP-FTRL factory normalized by the report goal m.
@@ -115,6 +114,7 @@ def build_dp_ftrl_bandmf_factory(*, noise_multiplier: float,
     record_specs: tf.TensorSpec structure of one update.
     c_matrix: the banded strategy C (`accounting.bandmf.optimize` or
       `load_published`).
+    band: instead of `c_matrix`, its [T, b] band by row.
     noise_seed: None (default) draws an unpredictable seed; an int fixes the
       noise (tests and debugging only; a warning is logged where it entered).
     record_aggregation_factory: inner sum for the clipped records (SecAgg);
@@ -126,6 +126,6 @@ def build_dp_ftrl_bandmf_factory(*, noise_multiplier: float,
   return blt.normalized_factory(
       BandMFResidualSumQuery(
           clip_norm=clip_norm, noise_multiplier=noise_multiplier,
-          record_specs=record_specs, c_matrix=c_matrix,
+          record_specs=record_specs, c_matrix=c_matrix, band=band,
           noise_seed=dp_ftrl.resolve_noise_seed(noise_seed)),
       clients_per_round, record_aggregation_factory)

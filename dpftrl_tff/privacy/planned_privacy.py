@@ -11,7 +11,9 @@ paper's privacy report (`privacy_report`).
 
 from dpftrl_tff import accounting
 from dpftrl_tff import checks
+from dpftrl_tff.accounting import bandmf as bandmf_accounting
 from dpftrl_tff.aggregators import registry
+from dpftrl_tff.aggregators.mechanisms import bandmf as bandmf_mechanism
 from dpftrl_tff.privacy import privacy_report
 from dpftrl_tff.run import config as config_lib
 
@@ -183,7 +185,6 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
                 blt_max_participation=max_participation)
   bandmf_noise = mechanism.accounted_noise == 'bandmf'
   if bandmf_noise and bandmf_bands is None and bandmf_matrix_dir is None:
-    from dpftrl_tff.aggregators.mechanisms import bandmf as bandmf_mechanism  # pylint: disable=g-import-not-at-top
     bandmf_bands = bandmf_mechanism.default_bands(min_separation, rounds)
   secagg = {} if secagg_scale is None else dict(
       secagg=True, secagg_scale=secagg_scale,
@@ -204,25 +205,24 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
         rounds, warmup=restart_warmup, frequency=restart_frequency)
   optimized, blt = (registry.optimized_blt(config) if blt_noise
                     else (None, None))
+  c_matrix = registry.bandmf_strategy(config) if bandmf_noise else None
   report = accounting.compute_privacy(
       rounds=rounds, noise_multiplier=noise_multiplier,
       max_participation=max_participation, min_separation=min_separation,
       restart_rounds=restarts, delta=delta,
       clipped_count_stddev=clipped_count_stddev, secagg_scale=secagg_scale,
       model_dim=model_dim, clip_norm=clip_norm, blt=blt,
-      bandmf=registry.bandmf_strategy(config) if bandmf_noise else None,
+      bandmf=c_matrix,
       sampling_probability=_sampling_probability(mechanism, config,
                                                  population),
       with_epsilon=with_epsilon).as_dict()
   if optimized is not None:
     report['blt'] = optimized.as_dict()
   if bandmf_noise:
-    from dpftrl_tff.accounting import bandmf as bandmf_accounting  # pylint: disable=g-import-not-at-top
     report['bandmf'].update(
         source=(f'optimized for the {bandmf_error} error'
                 if bandmf_matrix_dir is None else bandmf_matrix_dir),
-        **bandmf_accounting.error_summary(
-            registry.bandmf_strategy(config)[:rounds, :rounds]))
+        **bandmf_accounting.error_summary(c_matrix[:rounds, :rounds]))
   report.update(
       restart_rounds=list(report['restart_rounds']), aggregator=aggregator,
       requested_max_participation=max_participation,

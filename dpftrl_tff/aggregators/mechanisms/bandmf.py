@@ -73,14 +73,13 @@ def published_matrix(directory: str, rounds: int) -> np.ndarray:
   """The leading T x T block of the C in `directory` (published format);
   errors name --bandmf_matrix_dir."""
   try:
-    c, learning_rates = _load_published(os.path.abspath(directory))
+    c, _ = _load_published(os.path.abspath(directory))
   except ValueError as e:
     raise ValueError(f'--bandmf_matrix_dir={directory}: {e}') from None
   if c.shape[0] < rounds:
     raise ValueError(
         f'--bandmf_matrix_dir={directory}: its C is for {c.shape[0]} '
         f'rounds, fewer than --total_rounds={rounds}.')
-  del learning_rates
   return c[:rounds, :rounds]
 
 
@@ -125,20 +124,12 @@ def strategy(config) -> np.ndarray:
 def matrix_to_band(c) -> tuple:
   """C's band by row, ((C[t, t], C[t, t-1], ...) for every t), as nested
   tuples: exact in JSON (floats round-trip) and comparable in a config."""
-  from dpftrl_tff.aggregators import bandmf  # pylint: disable=g-import-not-at-top
   return tuple(tuple(float(x) for x in row)
-               for row in bandmf.band_coefficients(c))
+               for row in bandmf_accounting.band_coefficients(c))
 
 
-def band_to_matrix(band) -> np.ndarray:
-  """The inverse of `matrix_to_band`."""
-  band = np.asarray(band, dtype=np.float64)
-  rounds, bands = band.shape
-  c = np.zeros((rounds, rounds))
-  for k in range(bands):
-    idx = np.arange(k, rounds)
-    c[idx, idx - k] = band[k:, k]
-  return c
+# The inverse of `matrix_to_band`.
+band_to_matrix = bandmf_accounting.band_to_matrix
 
 
 def noise_buffers(config) -> int:
