@@ -224,6 +224,12 @@ class TrainConfig:
   # back from its bandmf.json.
   resolved_bandmf: Optional[tuple] = dataclasses.field(
       default=None, metadata=dict(derived=True), repr=False)
+  # A dp_fedavg run's secret seed of its Poisson sampling (planned when the
+  # run starts, kept in its dp_fedavg.json): the amplification it is
+  # accounted with holds only if who was sampled is unpredictable, which a
+  # --seed in a flag file is not.
+  resolved_sampling_seed: Optional[int] = dataclasses.field(
+      default=None, metadata=dict(derived=True), repr=False)
 
   def __post_init__(self):
     self.validate()
@@ -340,10 +346,14 @@ class TrainConfig:
     return settings.values_of(_SECAGG, self)
 
   def build_sampler(self, num_clients: int):
-    """The participation sampler of this run (over client indices)."""
+    """The participation sampler of this run (over client indices), seeded
+    by --seed, or by the secret sampling seed a mechanism resolved
+    (`resolved_sampling_seed`, dp_fedavg's)."""
+    seed = (self.seed if self.resolved_sampling_seed is None else
+            self.resolved_sampling_seed)
     return participation_lib.build_sampler(
         self.participation, num_clients=num_clients,
-        report_goal=self.clients_per_round, seed=self.seed,
+        report_goal=self.clients_per_round, seed=seed,
         min_sep_groups=self.min_sep_groups, timer=self.timer_settings())
 
 

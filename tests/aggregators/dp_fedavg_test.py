@@ -83,6 +83,28 @@ class SettingsTest(parameterized.TestCase):
     self.assertEqual(_MECHANISM.run_parameters.plan(
         _config(sampling_probability=0.02), 1000).sampling_probability, 0.02)
 
+  def test_sampling_is_seeded_by_a_secret_not_by_seed(self):
+    # The amplification needs who was sampled to be unpredictable; --seed
+    # sits in flag files.
+    config = _config(seed=0)
+    a = _MECHANISM.run_parameters.plan(config, 1000)
+    b = _MECHANISM.run_parameters.plan(config, 1000)
+    self.assertNotEqual(a.resolved_sampling_seed, b.resolved_sampling_seed)
+    self.assertEqual(a.build_sampler(1000).seed, a.resolved_sampling_seed)
+    self.assertFalse(np.array_equal(a.build_sampler(1000).sample(0),
+                                    config.build_sampler(1000).sample(0)))
+    # A resumed run keeps its own; a fixed --noise_seed repeats.
+    saved = _MECHANISM.run_parameters.contents(a)
+    restored = _MECHANISM.run_parameters.restore(b, saved, 'dp_fedavg.json')
+    self.assertEqual(restored.resolved_sampling_seed,
+                     a.resolved_sampling_seed)
+    fixed = [_MECHANISM.run_parameters.plan(_config(seed=0, noise_seed=5),
+                                            1000).resolved_sampling_seed
+             for _ in range(2)]
+    self.assertEqual(fixed[0], fixed[1])
+    self.assertNotEqual(fixed[0], 0)
+    self.assertNotIn('resolved_sampling_seed', config_lib.hparams(a))
+
   @parameterized.named_parameters(
       ('uniform', dict(participation='uniform'),
        '--aggregator=dp_fedavg is accounted for Poisson sampling: use '

@@ -140,7 +140,8 @@ class ConfigTest(absltest.TestCase):
     self.assertEqual(set(holders),
                      {f.name for f in dataclasses.fields(
                          config_lib.TrainConfig)} -
-                     {'resolved_blt', 'resolved_bandmf'})
+                     {'resolved_blt', 'resolved_bandmf',
+                      'resolved_sampling_seed'})
     values(['prog', '--total_rounds=7', '--nosecagg', '--noise_seed=3',
             '--aggregator=none'])
     config = config_lib.from_flags(holders)

@@ -11,7 +11,10 @@ stateless stream, `aggregators.bandmf`). Its privacy is the
 Poisson-subsampled Gaussian composed T times, by dp_accounting's PLD
 accountant (`accounting.sampled_gaussian`): far smaller than DP-FTRL's at
 the same z, but it ASSUMES the sampling, which a production system cannot
-guarantee (the paper, Sec. 2.1); every report says so.
+guarantee (the paper, Sec. 2.1); every report says so. The amplification
+also needs who was sampled to be unpredictable: the sampling is seeded by a
+secret drawn from the operating system when the run starts
+(`sampling_seed`), not by --seed.
 """
 
 import dataclasses
@@ -54,13 +57,26 @@ def _validate(config):
   base.check_no_other_settings(config, 'dp_fedavg')
 
 
+def sampling_seed(noise_seed: Optional[int]) -> int:
+  """The seed of the Poisson sampling: 62 bits from the operating system,
+  or, with a fixed --noise_seed (no guarantee anyway), derived from it so
+  that such a run repeats."""
+  # TensorFlow Federated only through dp_ftrl; these run when a run starts.
+  from dpftrl_tff.aggregators import dp_ftrl  # pylint: disable=g-import-not-at-top
+  if noise_seed is None:
+    return dp_ftrl.resolve_noise_seed(None)
+  return dp_ftrl.derived_noise_seed(noise_seed, 'poisson_sampling')
+
+
 class DPFedAvgRunParameters(base.RunParameters):
   """The sampling rate a run plans: q = m / N for its N training clients."""
   file_name = 'dp_fedavg.json'
 
   def plan(self, config, num_clients: int):
     """q = m / N, checked against a given --sampling_probability; refuses a
-    run likely to draw an empty round."""
+    run likely to draw an empty round. Also the secret seed of the Poisson
+    sampling (`sampling_seed`): a resumed run reads its own back
+    (`restore`)."""
     from dpftrl_tff.participation import poisson  # pylint: disable=g-import-not-at-top
     q = config.clients_per_round / num_clients
     given = config.dp_fedavg_settings().sampling_probability
@@ -78,15 +94,25 @@ class DPFedAvgRunParameters(base.RunParameters):
           f'round of {config.total_rounds} with probability up to '
           f'{risk:.2g} (a round without clients stops the run); use a larger '
           f'--clients_per_round.')
-    return dataclasses.replace(config, sampling_probability=q)
+    return dataclasses.replace(
+        config, sampling_probability=q,
+        resolved_sampling_seed=(config.resolved_sampling_seed
+                                if config.resolved_sampling_seed is not None
+                                else sampling_seed(config.noise_seed)))
 
   def restore(self, config, saved, path):
-    del saved, path
-    return config   # plan() recomputes q from the same data.
+    """The run's own sampling seed (plan() recomputes q from the same
+    data)."""
+    del path
+    return dataclasses.replace(config,
+                               resolved_sampling_seed=saved['sampling_seed'])
 
   def contents(self, config):
+    """q, the assumption, and the sampling seed: in the run directory, as
+    the noise seed is in its checkpoints; never in hparams.json or logs."""
     return dict(sampling_probability=config.dp_fedavg_settings()
-                .sampling_probability, assumption=sampled_gaussian.ASSUMPTION)
+                .sampling_probability, assumption=sampled_gaussian.ASSUMPTION,
+                sampling_seed=config.resolved_sampling_seed)
 
   def describe(self, config, path):
     return (f'DP-FedAvg with Poisson sampling at q = '
