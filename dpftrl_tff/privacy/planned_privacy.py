@@ -172,7 +172,7 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   if adaptive_clipping and clipped_count_stddev is None:
     clipped_count_stddev = _default_count_stddev(report_goal)
   restarts = parse_restart_rounds(restart_rounds, rounds)
-  if restarts and mechanism.accounted_noise in ('blt', 'bandmf'):
+  if restarts and mechanism.accounted_noise != 'tree':
     raise ValueError(f'--restart_rounds are tree aggregation\'s; '
                      f'--aggregator={aggregator} has no tree to restart.')
   # The mechanism's settings, validated as training validates them (the
