@@ -55,14 +55,7 @@ class BandMFSettings:
       raise ValueError(f'--bandmf_error={self.bandmf_error!r} is unknown; '
                        f'allowed: {", ".join(bandmf_accounting.ERRORS)}.')
     if self.bandmf_matrix_dir is not None:
-      chosen = settings.changed(dataclasses.replace(
-          self, bandmf_matrix_dir=None))
-      if chosen:
-        raise ValueError(
-            f'{", ".join(chosen)} '
-            f'{"chooses" if len(chosen) == 1 else "choose"} how C is '
-            f'optimized, to no effect with --bandmf_matrix_dir='
-            f'{self.bandmf_matrix_dir} (a given C); leave it out.')
+      base.refuse_beside_given(self, 'bandmf_matrix_dir', 'C', 'C')
       published_matrix(self.bandmf_matrix_dir, rounds)
     if self.bandmf_bands is not None:
       checks.check_int(self.bandmf_bands, '--bandmf_bands', minimum=1,

@@ -215,3 +215,16 @@ def check_no_other_settings(config, own: Optional[str]):
   for owner, values in groups:
     if owner != own:
       _refuse_changed(settings.changed(values), owner, config)
+
+
+def refuse_beside_given(group, given_field: str, what: str, noun: str):
+  """A mechanism's settings that choose how `what` is optimized do nothing
+  beside a given one (a `noun`, `given_field` of the settings `group`,
+  set): refuse any changed from its default, naming the flags."""
+  chosen = settings.changed(dataclasses.replace(group, **{given_field: None}))
+  if chosen:
+    raise ValueError(
+        f'{", ".join(chosen)} '
+        f'{"chooses" if len(chosen) == 1 else "choose"} how {what} is '
+        f'optimized, to no effect with --{given_field}='
+        f'{getattr(group, given_field)} (a given {noun}); leave it out.')

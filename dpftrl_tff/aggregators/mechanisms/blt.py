@@ -48,13 +48,7 @@ class BLTSettings:
                        f'{", ".join(blt_optimizer.ERRORS)}.')
     rounds = checks.check_int(total_rounds, '--total_rounds', minimum=1)
     if self.blt_params is not None:
-      chosen = settings.changed(dataclasses.replace(self, blt_params=None))
-      if chosen:
-        raise ValueError(
-            f'{", ".join(chosen)} '
-            f'{"chooses" if len(chosen) == 1 else "choose"} how the BLT is '
-            f'optimized, to no effect with --blt_params={self.blt_params} (a '
-            f'given BLT).')
+      base.refuse_beside_given(self, 'blt_params', 'the BLT', 'BLT')
       try:
         blt = accounting.BLT.load(self.blt_params)
         accounting.blt_sensitivity_squared(blt, rounds=rounds,
