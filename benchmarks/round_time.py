@@ -109,15 +109,19 @@ CASES = ('keras', 'keras_in_memory', 'tff_none', 'tff_empty', 'tff_dp_ftrl',
          'agg_bandmf')
 _CASES = flags.DEFINE_list('cases', list(CASES), 'Cases to run.')
 BANDMF_BANDS = 64
+# This machine's single-core fp32 matmul peak, GFLOP per CPU-second
+# (`benchmarks.matmul_peak`, 2026-11-27).
+FP32_PEAK_GFLOP = 251
 _JSON = flags.DEFINE_bool(
     'json', False, 'Also print one line of JSON at the end: {case: '
     '{seconds_per_round, cpu_seconds_per_round, sequences_per_round, '
     'gflop_per_cpu_second}} (keys "case@clients" with several --clients).')
 
 
-def flop_per_sequence(vocab_size: int, latent_size: int, embedding_size: int,
-                      sequence_length: int = 20) -> float:
-  """Matmul FLOPs of training the CIFG on one sequence, forward and backward.
+def flop_per_token(vocab_size: int, latent_size: int,
+                   embedding_size: int) -> tuple[float, float]:
+  """Matmul FLOPs of training the CIFG on one token, forward and backward:
+  (the CIFG's, the output layer's).
 
   Per token, forward: the CIFG's input and recurrent kernels 2 x 2 E 3N, its
   projection 2 N E, the output layer 2 E V' (V' = V + 4 ids): 14 E N + 2 E V';
@@ -126,10 +130,25 @@ def flop_per_sequence(vocab_size: int, latent_size: int, embedding_size: int,
   work is not counted: GFLOP per CPU-second is the matmul rate the training
   achieves, against the machine's peak (docs/performance.md).
   """
-  num_ids = vocab_size + 4
-  per_token = (42 * embedding_size * latent_size +
-               6 * embedding_size * num_ids)
-  return float(sequence_length * per_token)
+  return (42.0 * embedding_size * latent_size,
+          6.0 * embedding_size * (vocab_size + 4))
+
+
+def flop_per_round(case: str, sequences: float, targets: float,
+                   vocab_size: int, latent_size: int, embedding_size: int,
+                   sequence_length: int = 20) -> float:
+  """Matmul FLOPs a case performs in a round of `sequences` sequences
+  holding `targets` non-pad targets.
+
+  The CIFG runs over every position. The Keras yardstick computes the
+  output layer at every position too; TFF's training applies it only where
+  the target is not the pad (`run.lm_model`), so its skipped positions are
+  not counted as work done.
+  """
+  cifg, output = flop_per_token(vocab_size, latent_size, embedding_size)
+  positions = sequences * sequence_length
+  return cifg * positions + output * (positions if case.startswith('keras')
+                                      else targets)
 
 
 def _cache_dir():
@@ -244,6 +263,7 @@ def _run_aggregation_case(case, clients, rounds, config):
               seconds_per_round=med['aggregate'] - med['draw'],
               cpu_seconds_per_round=med['cpu_aggregate'] - med['cpu_draw'],
               sequences_per_second=0.0, sequences_per_round=0.0,
+              targets_per_round=0.0,
               peak_memory_mb=_peak_rss_mb([os.getpid()] +
                                           runtime.worker_pids()))
 
@@ -378,6 +398,8 @@ def _run_case(case, clients, rounds):
               for c in ids] for ids in cohort_ids]
   sequences = [sum(int(x.shape[0]) for ds in cohort for x, _ in ds)
                for cohort in cohorts]
+  targets = [sum(int(np.count_nonzero(y)) for ds in cohort for _, y in ds)
+             for cohort in cohorts]
   if case == 'keras_in_memory':
     cohorts = [[[(x, y) for x, y in ds] for ds in cohort]
                for cohort in cohorts]
@@ -386,11 +408,12 @@ def _run_case(case, clients, rounds):
   else:
     run_round = _tff_round(case, config, train_data, preprocess)
     if case == 'tff_empty':
-      sequences = [0] * len(sequences)
+      sequences = targets = [0] * len(sequences)
     cohorts = [[stackoverflow.client_round_key(0, c) for c in ids]
                for ids in cohort_ids]
   return _measure(run_round, cohorts, sequences,
-                  dict(case=case, clients=clients))
+                  dict(case=case, clients=clients,
+                       targets_per_round=sum(targets[1:]) / rounds))
 
 
 def _measure(run_round, cohorts, sequences, labels):
@@ -439,16 +462,19 @@ def _median(values):
 
 def _summary(runs):
   """Per case: the median of its runs' figures (runs: that case's results),
-  and the GFLOP of client training per CPU-second (`flop_per_sequence`)."""
+  and the GFLOP of client training per CPU-second (`flop_per_round`)."""
   if not runs:
     return None
   keys = ('seconds_per_round', 'cpu_seconds_per_round',
-          'sequences_per_second', 'sequences_per_round', 'peak_memory_mb')
+          'sequences_per_second', 'sequences_per_round', 'targets_per_round',
+          'peak_memory_mb')
   out = dict({k: _median([r[k] for r in runs]) for k in keys},
              runs=len(runs))
-  flop = flop_per_sequence(_VOCAB.value, _LATENT.value, _EMBEDDING.value)
+  flop = flop_per_round(runs[0]['case'], out['sequences_per_round'],
+                        out['targets_per_round'], _VOCAB.value, _LATENT.value,
+                        _EMBEDDING.value)
   out['gflop_per_cpu_second'] = (
-      out['sequences_per_round'] * flop / out['cpu_seconds_per_round'] / 1e9
+      flop / out['cpu_seconds_per_round'] / 1e9
       if out['cpu_seconds_per_round'] else None)
   return out
 
@@ -533,6 +559,15 @@ def _run_all(workers=None):
         note = (' (goal >= 0.9)' if base == 'keras' else
                 ' (for reference: TFF reads every round from SQLite)')
         print(f'  {label} {ratio:.2f}{note}')
+    if medians.get('keras') and medians.get('tff_dp_ftrl'):
+      keras, tff = medians['keras'], medians['tff_dp_ftrl']
+      ratio = keras['cpu_seconds_per_round'] / tff['cpu_seconds_per_round']
+      print(f'  TFF DP-FTRL/Keras sequences per CPU-second {ratio:.2f} '
+            f'(goals: >= 1.8 at the paper\'s size, >= 1.3 at the CPU '
+            f'scale); its matmuls at '
+            f'{100 * tff["gflop_per_cpu_second"] / FP32_PEAK_GFLOP:.0f}% of '
+            f'the {FP32_PEAK_GFLOP} GFLOP/CPU-s fp32 peak '
+            '(benchmarks.matmul_peak; goal >= 50% at the paper\'s size)')
     for label, base, case, goal in (
         ('DP-FTRL over no DP', 'tff_none', 'tff_dp_ftrl',
          ' (goal <= 5% at 50 clients)'),

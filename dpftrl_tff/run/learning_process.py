@@ -16,6 +16,7 @@ from dpftrl_tff.data import stackoverflow
 from dpftrl_tff.empirical import canaries as canaries_lib
 from dpftrl_tff.remote import workers as workers_lib
 from dpftrl_tff.run import config as config_lib
+from dpftrl_tff.run import lm_model
 from dpftrl_tff.run import metrics as lm_metrics
 from dpftrl_tff.tff_compat import resident
 
@@ -44,10 +45,11 @@ def build_model_fn(config: TrainConfig) -> Callable[[], Any]:
   computation (and the server's) and overwrites the weights with the
   broadcast model right away, so real initializers (an orthogonal init needs
   a QR decomposition) would only cost time on every client, every round. The
-  run's actual initial model comes from `initial_state`.
+  run's actual initial model comes from `initial_state`. Its forward pass
+  computes the output layer at non-pad targets only (`lm_model`).
   """
   def model_fn():
-    return tff.learning.models.from_keras_model(
+    return lm_model.from_keras_lm(
         build_keras_model(config, zero_init=True),
         loss=lm_metrics.MaskedCrossEntropy(),
         input_spec=_input_spec(config.sequence_length),

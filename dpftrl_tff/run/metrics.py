@@ -29,10 +29,15 @@ class MaskedCrossEntropy(tf.keras.losses.Loss):
     super().__init__(name=name, **kwargs)
 
   def call(self, y_true, y_pred):
-    y_true = tf.cast(y_true, tf.int64)
-    per_token = (tf.reduce_logsumexp(y_pred, axis=-1) -
-                 tf.gather(y_pred, y_true, batch_dims=y_true.shape.rank))
-    mask = tf.cast(tf.not_equal(y_true, 0), per_token.dtype)
+    # Flattened to [n, V'] rows and the target picked by gather_nd: the
+    # gradient of gather(batch_dims=1) fails on n = 0 rows (TF 2.14), which
+    # `lm_model.TargetPositionsModel` gives a batch of pad targets only.
+    targets = tf.reshape(tf.cast(y_true, tf.int64), [-1])
+    logits = tf.reshape(y_pred, [-1, tf.shape(y_pred)[-1]])
+    rows = tf.range(tf.shape(targets, out_type=tf.int64)[0])
+    per_token = (tf.reduce_logsumexp(logits, axis=-1) -
+                 tf.gather_nd(logits, tf.stack([rows, targets], axis=1)))
+    mask = tf.cast(tf.not_equal(targets, 0), per_token.dtype)
     return tf.math.divide_no_nan(tf.reduce_sum(per_token * mask),
                                  tf.reduce_sum(mask))
 
