@@ -58,8 +58,8 @@ def _step(model, batches):
   return grads, metrics
 
 
-@pytest.mark.parametrize('shared_embedding,units', [(False, 6), (True, 6),
-                                                    (False, 40)])
+# Keras's RNN layer with a tied output; the unrolled CIFG with its own.
+@pytest.mark.parametrize('shared_embedding,units', [(True, 6), (False, 40)])
 def test_same_loss_gradients_and_metrics(shared_embedding, units):
   rng = np.random.default_rng(0)
   batches = [_batch(rng, 9), _batch(rng, 4)]
