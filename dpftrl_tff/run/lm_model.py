@@ -33,6 +33,9 @@ class TargetPositionsModel(keras_utils._KerasModel):  # pylint: disable=protecte
 
   Built by `from_keras_lm`; the Keras model's last layer (named
   `OUTPUT_LAYER`) maps hidden states [..., E] to logits [..., V'].
+  `forward_pass(...).predictions` are the logits at the target positions,
+  [|P|, V'] in row-major order of (sequence, position); its `num_examples`
+  is the batch's sequences, as TFF's.
   """
 
   def __init__(self, keras_model: tf.keras.Model, **kwargs):
