@@ -198,7 +198,7 @@ def _train_steps(model, optimizer, state, dataset, *, run_dir, start: int,
   the corpus runs out first."""
   loss_fn = lm_metrics.MaskedCrossEntropy()
 
-  @tf.function
+  @tf.function(autograph=False)   # No Python control flow on tensors.
   def train_step(x, y):
     with tf.GradientTape() as tape:
       loss = loss_fn(y, model(x, training=True))

@@ -41,7 +41,7 @@ class Evaluator:
     self.loss_sum = tf.Variable(0.0, dtype=tf.float64)
     self._baseline = None
 
-    @tf.function
+    @tf.function(autograph=False)   # No Python control flow on tensors.
     def _step(x, y):
       logits = self.model(x, training=False)
       self.accuracy.update_state(y, logits)

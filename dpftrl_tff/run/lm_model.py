@@ -45,6 +45,7 @@ class TargetPositionsModel(keras_utils._KerasModel):  # pylint: disable=protecte
                                         output_layer.input)
     self._output_layer = output_layer
 
+  @tf.autograph.experimental.do_not_convert
   def _forward_pass(self, batch_input, training=True):
     inputs, y_true = batch_input
     hidden = self._hidden_model(inputs, training=training)
