@@ -93,18 +93,26 @@ class RecommendTest(absltest.TestCase):
     cls.corpus = fixtures.small_git_corpus()
 
   def test_bad_input_is_one_line(self):
-    for args, expected in (
+    cases = (
         (['--population=0'], '--population'),
         (['--target_epsilon=-1'], '--target_epsilon'),
         (['--timer_hours=x'], '--timer_hours'),
         (['--max_report_goal=2', '--clients_per_round=20'],
          '--max_report_goal'),
-        (['--cache_dir=/nonexistent'], '/nonexistent'),
-        (['--quick', '--pretrain_steps=0', '--', '--client_batch_size=0'],
-         'refused')):
-      proc = fixtures.run_module(
-          'experiments.recommend', f'--cache_dir={self.corpus}',
-          '--population=1000', f'--output_dir={tempfile.mkdtemp()}', *args)
+        (['--cache_dir=/nonexistent'], '/nonexistent'))
+    # One process for these (one TensorFlow import) ...
+    results = fixtures.run_module_cases('experiments.recommend', [
+        [f'--cache_dir={self.corpus}', '--population=1000',
+         f'--output_dir={tempfile.mkdtemp()}', *args] for args, _ in cases])
+    # ... and a process of its own for a refused simulation, whose
+    # training binary writes to the same stderr (no traceback there either).
+    refused = ['--quick', '--pretrain_steps=0', '--',
+               '--client_batch_size=0']
+    cases += ((refused, 'refused'),)
+    results.append(fixtures.run_module(
+        'experiments.recommend', f'--cache_dir={self.corpus}',
+        '--population=1000', f'--output_dir={tempfile.mkdtemp()}', *refused))
+    for (args, expected), proc in zip(cases, results):
       self.assertEqual(proc.returncode, 2, (args, proc.stderr[-1000:]))
       self.assertIn(expected, proc.stderr)
       self.assertNotIn('Traceback', proc.stderr)
