@@ -4,8 +4,9 @@ A client batch holds B sequences of L = 20 ids, padded: 30% of the
 positions have the pad id as their target on the generated data, 24% on
 the git corpus, and the loss and every metric ignore them. `from_keras_model`
 still computes the output layer and its softmax over all V' = V + 4 ids
-at every position, and at the paper's size that layer is about 70% of a
-training step (docs/performance.md). `TargetPositionsModel` applies the
+at every position; at the paper's size that layer is 68% of a training
+step's matmul FLOPs, and with its softmax about half of the step's CPU
+even at the target positions alone (docs/performance.md). `TargetPositionsModel` applies the
 output layer to the non-pad target positions only:
 
   h = CIFG(embedding(x))                 [B, L, E]
