@@ -19,6 +19,7 @@ from absl import flags
 from absl import logging
 
 from dpftrl_tff import runtime
+from dpftrl_tff.aggregators import registry
 from dpftrl_tff.privacy import privacy_report
 from dpftrl_tff.run import divergence
 
@@ -146,16 +147,7 @@ def _rho_epsilon(privacy: Dict[str, Any]) -> str:
 
 
 def _noise_text(privacy: Dict[str, Any]) -> str:
-  if privacy.get('poisson'):
-    return 'DP-FedAvg, independent noise each round'
-  if privacy.get('mechanism') == 'blt':
-    return 'BLT noise'
-  if privacy.get('mechanism') == 'bandmf':
-    bandmf = privacy.get('bandmf') or {}
-    bound = ('' if str(bandmf.get('sensitivity')).startswith('exact') else
-             ', sensitivity bounded above')
-    return f'BandMF noise, {bandmf.get("bands")} bands{bound}'
-  return f'{len(privacy["restart_rounds"])} tree restarts'
+  return registry.noise_description(privacy).console(privacy)
 
 
 def _explosion_lines(explosion: Optional[Dict[str, Any]]) -> List[str]:

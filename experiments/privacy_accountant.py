@@ -39,6 +39,7 @@ from absl import flags
 from dpftrl_tff import accounting
 from dpftrl_tff import console
 from dpftrl_tff import strict_json
+from dpftrl_tff.aggregators import registry
 from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.run import config as config_lib
 from dpftrl_tff.run import run_directory
@@ -92,7 +93,10 @@ _REPORT = flags.DEFINE_string(
 def _refused_spellings():
   """The earlier spellings of the mechanism, with what replaces them."""
   if _MECHANISM.present:
-    new = {'tree': 'dp_ftrl', 'blt': 'dp_ftrl_blt'}.get(_MECHANISM.value)
+    try:   # Its values were the accounted noises: 'tree', 'blt'.
+      new = registry.owner_of_noise(_MECHANISM.value).name
+    except ValueError:
+      new = None
     raise ValueError(
         f'--mechanism={_MECHANISM.value} is now spelled as in training: '
         + (f'--aggregator={new}.' if new else

@@ -3,7 +3,8 @@
 Each mechanism is one module of `aggregators.mechanisms` defining a
 `Mechanism` (`mechanisms.base`): how to validate its settings, build its TFF
 aggregation factory, account its privacy, describe its clipping, and what it
-resolves when a run starts. Training, the binaries, the accountant, the
+resolves when a run starts, and its noise in words
+(`base.NoiseDescription`). Training, the binaries, the accountant, the
 planner and the reports look mechanisms up here; nothing outside the
 mechanism modules branches on the aggregator's name. A new mechanism is one
 module plus one line in `_MODULES`.
@@ -27,6 +28,8 @@ from dpftrl_tff.aggregators.mechanisms import none
 _MODULES = (none, dp_ftrl, adaptive, blt, bandmf, dp_fedavg)
 _MECHANISMS: Dict[str, base.Mechanism] = {m.MECHANISM.name: m.MECHANISM
                                      for m in _MODULES}
+_ACCOUNTED_NOISES = {m.accounted_noise for m in _MECHANISMS.values()
+                     if m.accounted_noise}
 
 
 def names() -> Tuple[str, ...]:
@@ -44,6 +47,23 @@ def get(name: str) -> base.Mechanism:
 def accounted() -> Tuple[str, ...]:
   """The mechanisms with DP noise to account, in order."""
   return tuple(n for n, m in _MECHANISMS.items() if m.accounted_noise)
+
+
+def owner_of_noise(noise: str) -> base.Mechanism:
+  """The first mechanism (in `names()` order) that accounts `noise` ('tree',
+  'blt', 'bandmf', 'poisson_gaussian'), or a ValueError listing them."""
+  for mechanism in _MECHANISMS.values():
+    if mechanism.accounted_noise == noise:
+      return mechanism
+  raise ValueError(f'no mechanism accounts the noise {noise!r}; known: '
+                   f'{", ".join(sorted(_ACCOUNTED_NOISES))}.')
+
+
+def noise_description(privacy) -> base.NoiseDescription:
+  """The words for the noise an accounted privacy dict covers (its
+  'mechanism' field: the accounted noise, 'tree' when absent), from the
+  mechanism that owns that noise."""
+  return owner_of_noise(privacy.get('mechanism', 'tree')).noise
 
 
 # The BLT a dp_ftrl_blt config resolves to (the accountant's and the tests').

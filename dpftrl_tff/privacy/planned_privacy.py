@@ -9,11 +9,11 @@ dict; `format_report` prints it and `launch_report` renders it as the
 paper's privacy report (`privacy_report`).
 """
 
+import dataclasses
+
 from dpftrl_tff import accounting
 from dpftrl_tff import checks
-from dpftrl_tff.accounting import bandmf as bandmf_accounting
 from dpftrl_tff.aggregators import registry
-from dpftrl_tff.aggregators.mechanisms import bandmf as bandmf_mechanism
 from dpftrl_tff.privacy import privacy_report
 from dpftrl_tff.run import config as config_lib
 
@@ -172,20 +172,13 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
   if adaptive_clipping and clipped_count_stddev is None:
     clipped_count_stddev = _default_count_stddev(report_goal)
   restarts = parse_restart_rounds(restart_rounds, rounds)
-  if restarts and mechanism.accounted_noise != 'tree':
+  noise = mechanism.noise
+  if restarts and not noise.tree_restarts:
     raise ValueError(f'--restart_rounds are tree aggregation\'s; '
                      f'--aggregator={aggregator} has no tree to restart.')
   # The mechanism's settings, validated as training validates them (the
-  # registry), the BLT optimized or read as training does; the report goal
-  # matters here only through sigma_b, resolved above.
-  plan = {}
-  blt_noise = mechanism.accounted_noise == 'blt'
-  if blt_noise and blt_params is None:   # Optimized for these.
-    plan = dict(blt_min_separation=min(min_separation, rounds - 1),
-                blt_max_participation=max_participation)
-  bandmf_noise = mechanism.accounted_noise == 'bandmf'
-  if bandmf_noise and bandmf_bands is None and bandmf_matrix_dir is None:
-    bandmf_bands = bandmf_mechanism.default_bands(min_separation, rounds)
+  # registry), its strategy planned, optimized or read as training does;
+  # the report goal matters here only through sigma_b, resolved above.
   secagg = {} if secagg_scale is None else dict(
       secagg=True, secagg_scale=secagg_scale,
       clip_norm=_DEFAULTS.clip_norm if clip_norm is None else clip_norm)
@@ -198,31 +191,25 @@ def build_report(*, rounds, noise_multiplier, max_participation=None,
       blt_error=blt_error, bandmf_bands=bandmf_bands,
       bandmf_error=bandmf_error, bandmf_matrix_dir=bandmf_matrix_dir,
       sampling_probability=sampling_probability,
-      participation=mechanism.participation or _DEFAULTS.participation,
-      **plan)
+      participation=mechanism.participation or _DEFAULTS.participation)
+  config = dataclasses.replace(config, **noise.accounting_plan(
+      config, rounds=rounds, min_separation=min_separation,
+      max_participation=max_participation))
   if adaptive_clipping and restart_rounds is None:   # As training's.
     restarts = accounting.paper_restart_rounds(
         rounds, warmup=restart_warmup, frequency=restart_frequency)
-  optimized, blt = (registry.optimized_blt(config) if blt_noise
-                    else (None, None))
-  c_matrix = registry.bandmf_strategy(config) if bandmf_noise else None
+  strategy, described = noise.strategy(config, rounds)
   report = accounting.compute_privacy(
       rounds=rounds, noise_multiplier=noise_multiplier,
       max_participation=max_participation, min_separation=min_separation,
       restart_rounds=restarts, delta=delta,
       clipped_count_stddev=clipped_count_stddev, secagg_scale=secagg_scale,
-      model_dim=model_dim, clip_norm=clip_norm, blt=blt,
-      bandmf=c_matrix,
+      model_dim=model_dim, clip_norm=clip_norm,
       sampling_probability=_sampling_probability(mechanism, config,
                                                  population),
-      with_epsilon=with_epsilon).as_dict()
-  if optimized is not None:
-    report['blt'] = optimized.as_dict()
-  if bandmf_noise:
-    report['bandmf'].update(
-        source=(f'optimized for the {bandmf_error} error'
-                if bandmf_matrix_dir is None else bandmf_matrix_dir),
-        **bandmf_accounting.error_summary(c_matrix[:rounds, :rounds]))
+      with_epsilon=with_epsilon, **strategy).as_dict()
+  for key, value in described.items():   # Merged into the accountant's.
+    report[key] = {**(report.get(key) or {}), **value}
   report.update(
       restart_rounds=list(report['restart_rounds']), aggregator=aggregator,
       requested_max_participation=max_participation,
@@ -289,9 +276,9 @@ def _poisson_lines(r):
 def format_report(r):
   if r.get('poisson') is not None:
     return '\n'.join(_poisson_lines(r))
+  noise = registry.noise_description(r)
   lines = [
-      'DP-FTRL privacy' + {'blt': ', BLT noise', 'bandmf': ', BandMF noise'
-                           }.get(r['mechanism'], ', tree aggregation'),
+      'DP-FTRL privacy' + noise.accountant_title,
       f'  rounds T                : {r["rounds"]}',
       f'  noise multiplier z      : {r["noise_multiplier"]:g}',
       f'  min separation MinS     : {r["min_separation"]}',
@@ -319,20 +306,8 @@ def format_report(r):
     if 'modulus' in s:
       lines.append(f'                            modulus M = {s["modulus"]}, '
                    f'{s["bits_per_parameter"]} bits per parameter')
-  if r['blt'] is not None:
-    lines.append(f'  BLT buffer decays       : '
-                 f'{[float(f"{x:.10g}") for x in r["blt"]["buf_decay"]]}')
-    lines.append(f'  BLT output scales       : '
-                 f'{[float(f"{x:.10g}") for x in r["blt"]["output_scale"]]}')
-  if r.get('bandmf') is not None:
-    b = r['bandmf']
-    lines.append(f'  BandMF C                : {b["bands"]} bands, '
-                 f'{b["source"]}; sensitivity {b["sensitivity"]}')
-    lines.append(f'  BandMF prefix-sum error : mean {b["mean_error"]:.6g}, '
-                 f'max {b["max_error"]:.6g} (unit noise, sensitivity 1)')
-  sens_label = {'blt': 'sensitivity^2 (BLT)',
-                'bandmf': 'sensitivity^2 (BandMF)'}.get(
-                    r['mechanism'], 'sum of squared counts')
+  lines += noise.accountant_lines(r)
+  sens_label = noise.sensitivity_label
   lines += [
       f'  {sens_label:<24}: {r["sensitivity_squared"]:.10g}',
       f'  rho-zCDP                : {r["zcdp"]:.6g}',

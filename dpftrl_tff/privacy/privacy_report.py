@@ -71,33 +71,7 @@ def parse_figures(text: str) -> Dict[str, str]:
 
 
 def _mechanism_lines(privacy, clipping: str) -> List[str]:
-  z = privacy['noise_multiplier']
-  if privacy.get('mechanism') == 'blt':
-    blt = privacy.get('blt') or {}
-    noise = ('BLT-DP-FTRL (buffered linear Toeplitz noise, Dvijotham et '
-             'al. 2024; arXiv 2405.13763): correlated Gaussian noise of std '
-             f'z C per coordinate, z = {z:g}; buffer decays '
-             f'{_floats(blt.get("buf_decay"))}, output scales '
-             f'{_floats(blt.get("output_scale"))}.')
-  elif privacy.get('poisson'):
-    q = privacy['poisson']['sampling_probability']
-    noise = ('DP-FedAvg (McMahan et al. 2018): independent Gaussian noise '
-             f'of std z C on every round\'s clipped sum, z = {z:g}, divided '
-             f'by the report goal; clients sampled by Poisson sampling at '
-             f'q = {q:.6g}.')
-  elif privacy.get('mechanism') == 'bandmf':
-    bandmf = privacy.get('bandmf') or {}
-    noise = ('BandMF-DP-FTRL (banded matrix factorization, Choquette-Choo '
-             'et al. 2023; arXiv 2306.08153): correlated Gaussian noise '
-             f'z C (C_b^-1 Z)_t with z = {z:g}, C_b lower triangular with '
-             f'{bandmf.get("bands")} bands; sensitivity '
-             f'{bandmf.get("sensitivity")}.')
-  else:
-    restarts = privacy.get('restart_rounds') or []
-    noise = ('DP-FTRL with tree aggregation (Kairouz et al. 2021): Gaussian '
-             f'noise of std z C per tree node, z = {z:g}; '
-             + (f'tree restarts at rounds {_ints(restarts)}.' if restarts
-                else 'one tree, no restarts.'))
+  noise = registry.noise_description(privacy).report(privacy)
   lines = [f'- Noise: {noise}', f'- Clipping: {clipping}']
   if privacy.get('value_noise_multiplier') is not None:
     lines.append(
@@ -118,15 +92,6 @@ def _mechanism_lines(privacy, clipping: str) -> List[str]:
         'rounds and sums in the modular field; it does not run the '
         'cryptographic protocol.')
   return lines
-
-
-def _floats(values) -> str:
-  return '[' + ', '.join(f'{float(v):.6g}' for v in (values or [])) + ']'
-
-
-def _ints(values) -> str:
-  shown = ', '.join(str(int(v)) for v in values[:12])
-  return shown + (', ...' if len(values) > 12 else '')
 
 
 def render(privacy: Optional[Dict[str, Any]], *, subject: str,

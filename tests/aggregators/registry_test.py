@@ -175,8 +175,13 @@ class OnePlaceTest(parameterized.TestCase):
               yield os.path.relpath(path, fixtures.ROOT), f.read()
 
   def test_nothing_outside_the_mechanisms_branches_on_their_names(self):
-    names = '|'.join(registry.names())
-    dp_names = '|'.join(registry.accounted())   # 'none' is a common word.
+    """Neither on an aggregator's name nor on the noise it accounts (the
+    privacy dict's 'mechanism': 'tree', 'blt', ...)."""
+    noises = sorted({registry.get(n).accounted_noise
+                     for n in registry.accounted()})
+    names = '|'.join(registry.names() + tuple(noises))
+    # 'none' is a common word.
+    dp_names = '|'.join(registry.accounted() + tuple(noises))
     branch = re.compile(rf"[=!]=\s*'({names})'|\{{'({dp_names})':|"
                         rf"in \(('({names})',\s*)+")
     found = [path for path, text in self._sources()
@@ -184,6 +189,32 @@ class OnePlaceTest(parameterized.TestCase):
              not path.startswith(os.path.join('dpftrl_tff', 'aggregators',
                                               'mechanisms'))]
     self.assertEqual(found, [])
+
+  def test_every_accounted_noise_is_described(self):
+    """The report, console and accountant words of each accounted noise
+    come from its mechanism, and mention its own parameters."""
+    privacy = dict(noise_multiplier=1.5, restart_rounds=[3, 7],
+                   blt=dict(buf_decay=[0.25], output_scale=[0.5]),
+                   bandmf=dict(bands=4, sensitivity='exact (banded)',
+                               source='s', mean_error=1.0, max_error=2.0),
+                   poisson=dict(sampling_probability=0.125))
+    expected = {'tree': ['3, 7', '2 tree restarts'],
+                'blt': ['0.25', 'BLT noise'],
+                'bandmf': ['4 bands', 'BandMF noise, 4 bands'],
+                'poisson_gaussian': ['q = 0.125', 'DP-FedAvg']}
+    noises = {registry.get(n).accounted_noise for n in registry.accounted()}
+    self.assertEqual(noises, set(expected))
+    for noise, (in_report, in_console) in expected.items():
+      description = registry.noise_description(dict(privacy, mechanism=noise))
+      self.assertIn(in_report, description.report(privacy), noise)
+      self.assertIn('z = 1.5', description.report(privacy), noise)
+      self.assertIn(in_console, description.console(privacy), noise)
+    self.assertIs(registry.noise_description({}),
+                  registry.get('dp_ftrl').noise)
+    self.assertIs(registry.get('dp_ftrl_adaptive').noise,
+                  registry.get('dp_ftrl').noise)
+    with self.assertRaisesRegex(ValueError, "noise 'laplace'"):
+      registry.noise_description(dict(mechanism='laplace'))
 
   def test_noise_multiplier_is_checked_in_one_place(self):
     found = [path for path, text in self._sources()

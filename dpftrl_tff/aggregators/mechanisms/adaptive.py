@@ -7,6 +7,7 @@ from dpftrl_tff import accounting
 from dpftrl_tff import checks
 from dpftrl_tff import settings
 from dpftrl_tff.aggregators.mechanisms import base
+from dpftrl_tff.aggregators.mechanisms import dp_ftrl
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,4 +118,4 @@ MECHANISM = base.Mechanism(
     validate=_validate, build_factory=_factory, privacy=_privacy,
     initial_clip=lambda config: config.adaptive_settings().initial_clip_norm,
     supports_secagg=False, describe_clipping=_clipping,
-    accounted_noise='tree', estimates_clip=True)
+    accounted_noise='tree', noise=dp_ftrl.TREE_NOISE, estimates_clip=True)

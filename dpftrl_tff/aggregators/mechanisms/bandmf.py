@@ -269,6 +269,54 @@ def _factory(config, record_specs):
                                  record_specs, c_matrix=strategy(config))
 
 
+class BandMFNoise(base.NoiseDescription):
+  """Banded matrix factorization noise (Choquette-Choo et al. 2023): the
+  noise of dp_ftrl_bandmf."""
+  accountant_title = ', BandMF noise'
+  sensitivity_label = 'sensitivity^2 (BandMF)'
+
+  def report(self, privacy):
+    bandmf = privacy.get('bandmf') or {}
+    return ('BandMF-DP-FTRL (banded matrix factorization, Choquette-Choo '
+            'et al. 2023; arXiv 2306.08153): correlated Gaussian noise '
+            f'z C (C_b^-1 Z)_t with z = {privacy["noise_multiplier"]:g}, C_b '
+            f'lower triangular with {bandmf.get("bands")} bands; sensitivity '
+            f'{bandmf.get("sensitivity")}.')
+
+  def console(self, privacy):
+    bandmf = privacy.get('bandmf') or {}
+    bound = ('' if str(bandmf.get('sensitivity')).startswith('exact') else
+             ', sensitivity bounded above')
+    return f'BandMF noise, {bandmf.get("bands")} bands{bound}'
+
+  def accountant_lines(self, privacy):
+    b = privacy['bandmf']
+    return [f'  BandMF C                : {b["bands"]} bands, '
+            f'{b["source"]}; sensitivity {b["sensitivity"]}',
+            f'  BandMF prefix-sum error : mean {b["mean_error"]:.6g}, '
+            f'max {b["max_error"]:.6g} (unit noise, sensitivity 1)']
+
+  def accounting_plan(self, config, *, rounds, min_separation,
+                      max_participation):
+    """A C neither given nor sized is optimized with MinS + 1 bands (at
+    most `DEFAULT_MAX_BANDS`)."""
+    del max_participation
+    settings_ = config.bandmf_settings()
+    if (settings_.bandmf_bands is not None
+        or settings_.bandmf_matrix_dir is not None):
+      return {}
+    return dict(bandmf_bands=default_bands(min_separation, rounds))
+
+  def strategy(self, config, rounds):
+    c = strategy(config)
+    settings_ = config.bandmf_settings()
+    return {'bandmf': c}, {'bandmf': dict(
+        source=(f'optimized for the {settings_.bandmf_error} error'
+                if settings_.bandmf_matrix_dir is None
+                else settings_.bandmf_matrix_dir),
+        **bandmf_accounting.error_summary(c[:rounds, :rounds]))}
+
+
 def _privacy(config, rounds, max_participation, min_separation):
   if config.noise_multiplier <= 0:
     return None
@@ -285,4 +333,5 @@ MECHANISM = base.Mechanism(
     validate=_validate, build_factory=_factory, privacy=_privacy,
     initial_clip=lambda config: config.clip_norm, supports_secagg=True,
     describe_clipping=base.fixed_clip_text, accounted_noise='bandmf',
+    noise=BandMFNoise(),
     run_parameters=BandMFRunParameters(), noise_buffers=noise_buffers)

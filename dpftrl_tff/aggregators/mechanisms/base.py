@@ -8,7 +8,7 @@ mechanism then calibrates its noise to SecAgg's inflated sensitivity.
 """
 
 import dataclasses
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from absl import logging
 import numpy as np
@@ -34,6 +34,58 @@ class SecAggSettings:
       'clipped sum (simulation only).')
 
 
+class NoiseDescription:
+  """A mechanism's DP noise in words, and what the accountant plans for it.
+
+  One per accounted noise (`Mechanism.accounted_noise`), defined in the
+  module of the mechanism that owns the noise; the privacy report, the
+  console and the accountant's printout ask it (through
+  `registry.noise_description`) rather than branching on the noise's name.
+  Its text comes from an accounted privacy dict: the fields of
+  `accounting.PrivacyReport`, as summary.json and the accountant hold them.
+
+  Attributes:
+    accountant_title: the accountant printout's title after 'DP-FTRL
+      privacy'.
+    sensitivity_label: the accountant printout's label of sensitivity^2.
+    tree_restarts: whether the noise is a tree that --restart_rounds can
+      restart.
+  """
+  accountant_title = ''
+  sensitivity_label = 'sensitivity^2'
+  tree_restarts = False
+
+  def report(self, privacy: Dict[str, Any]) -> str:
+    """The noise in privacy_report.md's section 3: one sentence with its
+    source paper and parameters."""
+    raise NotImplementedError
+
+  def console(self, privacy: Dict[str, Any]) -> str:
+    """The noise in a few words, for the console's privacy line."""
+    raise NotImplementedError
+
+  def accountant_lines(self, privacy: Dict[str, Any]) -> List[str]:
+    """The accountant printout's lines for the noise's own parameters."""
+    del privacy
+    return []
+
+  def accounting_plan(self, config, *, rounds: int, min_separation: int,
+                      max_participation: Optional[int]) -> Dict[str, Any]:
+    """The config fields the accountant plans for a launch of `rounds`
+    rounds with this MinS and MaxP, as training plans them for its run
+    (`RunParameters.plan`); none by default."""
+    del config, rounds, min_separation, max_participation
+    return {}
+
+  def strategy(self, config, rounds: int
+               ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """(`accounting.compute_privacy`'s keyword arguments for the noise's
+    strategy matrix, the report's fields that describe that matrix) for
+    `config` accounted over `rounds` rounds; ({}, {}) by default."""
+    del config, rounds
+    return {}, {}
+
+
 @dataclasses.dataclass(frozen=True)
 class Mechanism:
   """One model-update aggregation.
@@ -52,8 +104,10 @@ class Mechanism:
       clipping).
     supports_secagg: whether --secagg can replace its sum.
     describe_clipping: config -> the clipping in words (privacy reports).
-    accounted_noise: the noise the accountant computes ('tree', 'blt' or
-      'bandmf'), None for a mechanism without DP noise.
+    accounted_noise: the noise the accountant computes ('tree', 'blt',
+      'bandmf' or 'poisson_gaussian': the privacy dict's 'mechanism'), None
+      for a mechanism without DP noise.
+    noise: that noise in words (`NoiseDescription`); None without DP noise.
     estimates_clip: Algorithm 1: the clip is estimated from a noised count
       (sigma_b, default report goal / 20) and the trees restart at
       --restart_warmup + --restart_frequency i; both enter the accounting.
@@ -75,6 +129,7 @@ class Mechanism:
   supports_secagg: bool
   describe_clipping: Callable[[Any], str]
   accounted_noise: Optional[str] = None
+  noise: Optional[NoiseDescription] = None
   estimates_clip: bool = False
   run_parameters: Optional['RunParameters'] = None
   noise_buffers: Callable[[Any], int] = lambda config: 0
@@ -228,3 +283,14 @@ def refuse_beside_given(group, given_field: str, what: str, noun: str):
         f'{"chooses" if len(chosen) == 1 else "choose"} how {what} is '
         f'optimized, to no effect with --{given_field}='
         f'{getattr(group, given_field)} (a given {noun}); leave it out.')
+
+
+def floats_text(values) -> str:
+  """A list of floats for a report, 6 significant digits each."""
+  return '[' + ', '.join(f'{float(v):.6g}' for v in (values or [])) + ']'
+
+
+def ints_text(values, shown: int = 12) -> str:
+  """The first `shown` of a list of integers, '...' after when longer."""
+  text = ', '.join(str(int(v)) for v in values[:shown])
+  return text + (', ...' if len(values) > shown else '')

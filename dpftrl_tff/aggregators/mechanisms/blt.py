@@ -188,6 +188,45 @@ def _factory(config, record_specs):
                                  record_specs, blt=optimized_blt(config)[1])
 
 
+class BLTNoise(base.NoiseDescription):
+  """BLT noise (Dvijotham et al. 2024): the noise of dp_ftrl_blt."""
+  accountant_title = ', BLT noise'
+  sensitivity_label = 'sensitivity^2 (BLT)'
+
+  def report(self, privacy):
+    blt = privacy.get('blt') or {}
+    return ('BLT-DP-FTRL (buffered linear Toeplitz noise, Dvijotham et '
+            'al. 2024; arXiv 2405.13763): correlated Gaussian noise of std '
+            f'z C per coordinate, z = {privacy["noise_multiplier"]:g}; buffer '
+            f'decays {base.floats_text(blt.get("buf_decay"))}, output scales '
+            f'{base.floats_text(blt.get("output_scale"))}.')
+
+  def console(self, privacy):
+    del privacy
+    return 'BLT noise'
+
+  def accountant_lines(self, privacy):
+    blt = privacy['blt']
+    return [f'  BLT buffer decays       : '
+            f'{[float(f"{x:.10g}") for x in blt["buf_decay"]]}',
+            f'  BLT output scales       : '
+            f'{[float(f"{x:.10g}") for x in blt["output_scale"]]}']
+
+  def accounting_plan(self, config, *, rounds, min_separation,
+                      max_participation):
+    """A BLT not given is optimized for the launch's MinS and MaxP."""
+    if config.blt_settings().blt_params is not None:
+      return {}
+    return dict(blt_min_separation=min(min_separation, rounds - 1),
+                blt_max_participation=max_participation)
+
+  def strategy(self, config, rounds):
+    del rounds   # The BLT is Toeplitz: the same for any horizon.
+    optimized, blt = optimized_blt(config)
+    return {'blt': blt}, ({} if optimized is None
+                          else {'blt': optimized.as_dict()})
+
+
 def _privacy(config, rounds, max_participation, min_separation):
   if config.noise_multiplier <= 0:
     return None
@@ -203,4 +242,5 @@ MECHANISM = base.Mechanism(
     validate=_validate, build_factory=_factory, privacy=_privacy,
     initial_clip=lambda config: config.clip_norm, supports_secagg=True,
     describe_clipping=base.fixed_clip_text, accounted_noise='blt',
+    noise=BLTNoise(),
     run_parameters=BLTRunParameters())

@@ -142,6 +142,24 @@ def _privacy(config, rounds, max_participation, min_separation):
       sampling_probability=q)
 
 
+class PoissonGaussianNoise(base.NoiseDescription):
+  """Independent Gaussian noise every round under Poisson sampling
+  (McMahan et al. 2018): the noise of dp_fedavg. Its accounting is not
+  zCDP, so the report's and the accountant's figures for it follow the
+  privacy dict's 'poisson' block."""
+
+  def report(self, privacy):
+    q = privacy['poisson']['sampling_probability']
+    return ('DP-FedAvg (McMahan et al. 2018): independent Gaussian noise '
+            f'of std z C on every round\'s clipped sum, z = '
+            f'{privacy["noise_multiplier"]:g}, divided by the report goal; '
+            f'clients sampled by Poisson sampling at q = {q:.6g}.')
+
+  def console(self, privacy):
+    del privacy
+    return 'DP-FedAvg, independent noise each round'
+
+
 def _launch_config(config, population: int):
   """The launch's q: its report goal over its population."""
   return dataclasses.replace(
@@ -158,6 +176,6 @@ MECHANISM = base.Mechanism(
     validate=_validate, build_factory=_factory, privacy=_privacy,
     initial_clip=lambda config: config.clip_norm, supports_secagg=False,
     describe_clipping=base.fixed_clip_text,
-    accounted_noise='poisson_gaussian',
+    accounted_noise=sampled_gaussian.MECHANISM, noise=PoissonGaussianNoise(),
     run_parameters=DPFedAvgRunParameters(), participation='poisson',
     launch_config=_launch_config)

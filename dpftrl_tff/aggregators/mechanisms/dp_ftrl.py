@@ -16,6 +16,28 @@ def _factory(config, record_specs):
                                  record_specs)
 
 
+class TreeNoise(base.NoiseDescription):
+  """Tree-aggregation noise (Kairouz et al. 2021), restarted or not: the
+  noise of dp_ftrl and dp_ftrl_adaptive."""
+  accountant_title = ', tree aggregation'
+  sensitivity_label = 'sum of squared counts'
+  tree_restarts = True
+
+  def report(self, privacy):
+    restarts = privacy.get('restart_rounds') or []
+    return ('DP-FTRL with tree aggregation (Kairouz et al. 2021): Gaussian '
+            f'noise of std z C per tree node, z = '
+            f'{privacy["noise_multiplier"]:g}; '
+            + (f'tree restarts at rounds {base.ints_text(restarts)}.'
+               if restarts else 'one tree, no restarts.'))
+
+  def console(self, privacy):
+    return f'{len(privacy["restart_rounds"])} tree restarts'
+
+
+TREE_NOISE = TreeNoise()
+
+
 def _privacy(config, rounds, max_participation, min_separation):
   if config.noise_multiplier <= 0:
     return None
@@ -28,4 +50,5 @@ MECHANISM = base.Mechanism(
     name='dp_ftrl', description='fixed clip C, tree-aggregation noise',
     validate=_validate, build_factory=_factory, privacy=_privacy,
     initial_clip=lambda config: config.clip_norm, supports_secagg=True,
-    describe_clipping=base.fixed_clip_text, accounted_noise='tree')
+    describe_clipping=base.fixed_clip_text, accounted_noise='tree',
+    noise=TREE_NOISE)
