@@ -11,6 +11,10 @@ only:
                        encoded without TFF's per-level copies
                        (`fast_serialization.py`, byte-identical);
                        switch: DPFTRL_TFF_FAST_SERIALIZATION=0.
+  autograph_rules      autograph leaves TFF's and attrs' pure structure
+                       helpers unconverted: about 1 CPU-second less at every
+                       process build, the same graph (`autograph_rules.py`);
+                       switch: DPFTRL_TFF_AUTOGRAPH_RULES=0.
 
 `resident.ResidentProcess` (the server state kept in the worker between
 rounds) and `set_execution_context` (TFF's test context for SecAgg's secure
@@ -27,6 +31,7 @@ from absl import logging
 
 SUPPORTED_TFF_VERSION = '0.87.0'
 WORKER_SWITCH = 'DPFTRL_TFF_WORKER_PATCH'
+AUTOGRAPH_SWITCH = 'DPFTRL_TFF_AUTOGRAPH_RULES'
 
 
 def _enabled(switch: str) -> bool:
@@ -37,6 +42,7 @@ def install() -> Dict[str, bool]:
   """Applies the workarounds (idempotent); returns which are active."""
   # TFF only when the workarounds are installed.
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from dpftrl_tff.tff_compat import autograph_rules  # pylint: disable=g-import-not-at-top
   from dpftrl_tff.tff_compat import fast_serialization  # pylint: disable=g-import-not-at-top
   from dpftrl_tff.tff_compat import worker  # pylint: disable=g-import-not-at-top
   if tff.__version__ != SUPPORTED_TFF_VERSION:
@@ -45,11 +51,15 @@ def install() -> Dict[str, bool]:
         'its patches are not applied (runs are slower, and a killed run may '
         'leave a TFF worker_binary behind).', SUPPORTED_TFF_VERSION,
         tff.__version__)
-    return dict(worker=False, fast_serialization=False)
-  active = dict(worker=False, fast_serialization=False)
+    return dict(worker=False, fast_serialization=False,
+                autograph_rules=False)
+  active = dict(worker=False, fast_serialization=False,
+                autograph_rules=False)
   if _enabled(WORKER_SWITCH):
     active['worker'] = worker.patch_worker_launch()
   active['fast_serialization'] = fast_serialization.install()
+  if _enabled(AUTOGRAPH_SWITCH):
+    active['autograph_rules'] = autograph_rules.install()
   return active
 
 
