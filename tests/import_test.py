@@ -24,7 +24,8 @@ from dpftrl_tff.run import (config, loop, metrics, progress, run_directory,
                             training)
 from dpftrl_tff.aggregators import (adaptive, dp_ftrl, fused_clip, registry,
                                     secagg)
-from dpftrl_tff.tff_compat import fast_serialization, resident, worker
+from dpftrl_tff.tff_compat import (autograph_rules, fast_serialization,
+                                   resident, worker)
 from tensorflow_federated.python.core.impl.executor_stacks import (
     executor_factory)
 from tensorflow_federated.python.core.impl.executors import remote_executor
@@ -35,11 +36,12 @@ checks = dict(
              signal.getsignal(signal.SIGTERM)) == before_signals,
     popen_patched=executor_factory.subprocess.Popen is worker._WorkerPopen,
     serialization=fast_serialization.installed(),
+    autograph=autograph_rules.installed(),
     pyplot='matplotlib.pyplot' in sys.modules)
 print(checks)
 active = tff_compat.install()
 print(active, executor_factory.subprocess.Popen is worker._WorkerPopen,
-      fast_serialization.installed())
+      fast_serialization.installed(), autograph_rules.installed())
 """
 
 
@@ -55,9 +57,10 @@ class ImportTest(absltest.TestCase):
     first, second = proc.stdout.strip().splitlines()[-2:]
     self.assertEqual(first, str(dict(
         log_level=True, malloc=None, signals=True, popen_patched=False,
-        serialization=False, pyplot=False)))
+        serialization=False, autograph=False, pyplot=False)))
     self.assertEqual(
-        second, "{'worker': True, 'fast_serialization': True} True True")
+        second, "{'worker': True, 'fast_serialization': True, "
+        "'autograph_rules': True} True True True")
 
 
   def test_the_library_defines_no_flags_at_import(self):
