@@ -139,15 +139,10 @@ def start_worker(port: int, *, cpus: Optional[Iterable[int]] = None,
 
 
 def channel(worker: Worker):
-  """An insecure gRPC channel to `worker` with TFF's message limits, that
-  retries a failed connection after 20 ms rather than gRPC's 1 s (a worker
-  probed as it starts answered a second late)."""
+  """An insecure gRPC channel to `worker` with TFF's message limits."""
   # TFF internals and gRPC only when a worker is started or probed.
   import grpc  # pylint: disable=g-import-not-at-top
-  from dpftrl_tff.tff_compat import worker as worker_patch  # pylint: disable=g-import-not-at-top
-  return grpc.insecure_channel(
-      worker.target,
-      list(GRPC_CHANNEL_OPTIONS) + list(worker_patch.RECONNECT_OPTIONS))
+  return grpc.insecure_channel(worker.target, list(GRPC_CHANNEL_OPTIONS))
 
 
 def is_reachable(worker: Worker, timeout: float) -> bool:

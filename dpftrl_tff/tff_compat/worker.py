@@ -39,11 +39,9 @@ WORKER_READY_POLL_SECONDS = 0.02
 # attempt keeps gRPC's 20 s connect timeout), and the most it backs off to
 # (its default: 120 s).
 WORKER_RECONNECT_BACKOFF_MS = 20
-# The options every channel to a worker gets (local ones here, remote ones
-# in `remote.workers.channel`).
-RECONNECT_OPTIONS = (('grpc.initial_reconnect_backoff_ms',
-                      WORKER_RECONNECT_BACKOFF_MS),
-                     ('grpc.max_reconnect_backoff_ms', 1000))
+_BACKOFF_OPTIONS = (('grpc.initial_reconnect_backoff_ms',
+                     WORKER_RECONNECT_BACKOFF_MS),
+                    ('grpc.max_reconnect_backoff_ms', 1000))
 
 
 class _WorkerPopen(subprocess.Popen):
@@ -89,8 +87,8 @@ def patch_worker_launch() -> bool:
     shim.Popen = _WorkerPopen
     executor_factory.subprocess = shim
   executor_factory._LOCALHOST_SERVER_WAIT_TIME_SEC = WORKER_READY_POLL_SECONDS  # pylint: disable=protected-access
-  names = {name for name, _ in RECONNECT_OPTIONS}
+  names = {name for name, _ in _BACKOFF_OPTIONS}
   executor_factory._GRPC_CHANNEL_OPTIONS = [  # pylint: disable=protected-access
       o for o in executor_factory._GRPC_CHANNEL_OPTIONS  # pylint: disable=protected-access
-      if o[0] not in names] + list(RECONNECT_OPTIONS)
+      if o[0] not in names] + list(_BACKOFF_OPTIONS)
   return True

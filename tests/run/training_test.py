@@ -645,18 +645,6 @@ class WorkerStartTest(absltest.TestCase):
                      worker.WORKER_READY_POLL_SECONDS)
     self.assertLess(worker.WORKER_READY_POLL_SECONDS, 0.1)
 
-  def test_channels_to_remote_workers_reconnect_quickly_too(self):
-    import grpc  # pylint: disable=g-import-not-at-top
-    from dpftrl_tff.remote import workers  # pylint: disable=g-import-not-at-top
-    with mock.patch.object(grpc, 'insecure_channel') as insecure_channel:
-      workers.channel(workers.Worker('localhost', 1234))
-    target, options = insecure_channel.call_args.args
-    self.assertEqual(target, 'localhost:1234')
-    options = dict(options)
-    self.assertEqual(options['grpc.initial_reconnect_backoff_ms'],
-                     worker.WORKER_RECONNECT_BACKOFF_MS)
-    self.assertIn('grpc.max_receive_message_length', options)
-
 
 class LostWorkerTest(absltest.TestCase):
 
