@@ -4,11 +4,9 @@ Importing dpftrl_tff changes no global state. A binary's `main` (and the
 test suite) calls `install()`, which applies, for the supported TFF version
 only:
 
-  worker               TFF's C++ worker dies with its parent (PR_SET_PDEATHSIG),
-                       a worker that ignores SIGINT is killed after 10 s, and
-                       a starting worker is used as soon as it listens (0.15
-                       s instead of 1 s: `worker.py`); switch:
-                       DPFTRL_TFF_WORKER_PATCH=0.
+  worker               TFF's C++ worker dies with its parent (PR_SET_PDEATHSIG)
+                       and a worker that ignores SIGINT is killed after 10 s
+                       (`worker.py`); switch: DPFTRL_TFF_WORKER_PATCH=0.
   fast_serialization   struct and federated values sent to the worker are
                        encoded without TFF's per-level copies
                        (`fast_serialization.py`, byte-identical);

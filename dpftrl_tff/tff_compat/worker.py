@@ -4,13 +4,7 @@ TFF starts its C++ `worker_binary` with `subprocess.Popen` from
 `executor_factory`; a worker left behind by a parent killed with SIGKILL (or
 SIGTERM during a long C++ call) holds its parent's pipes open for ever.
 `patch_worker_launch` makes TFF start its workers with PR_SET_PDEATHSIG =
-SIGKILL, bounds TFF's unbounded wait for a stopping worker, and lets a
-starting worker be used as soon as it listens: gRPC's first connection
-attempt comes before the worker listens, and its default reconnect backoff
-(1 s) and TFF's readiness poll (1 s) made every binary, and every test
-module, wait a whole second for each worker it started. The channel to a
-local worker reconnects after `WORKER_RECONNECT_BACKOFF_MS` and TFF polls
-every `WORKER_READY_POLL_SECONDS`.
+SIGKILL, and bounds TFF's unbounded wait for a stopping worker.
 """
 
 import signal
@@ -32,16 +26,6 @@ def _die_with_parent():  # Runs in the forked child, before exec.
 
 # How long an unbounded wait() on a worker lasts before SIGKILL.
 WORKER_STOP_TIMEOUT_SECONDS = 10.0
-# How often TFF checks whether a starting worker's gRPC channel is ready
-# (TFF's `_LOCALHOST_SERVER_WAIT_TIME_SEC`: 1 s).
-WORKER_READY_POLL_SECONDS = 0.02
-# gRPC's first reconnect to a local worker (its default: 1,000 ms; each
-# attempt keeps gRPC's 20 s connect timeout), and the most it backs off to
-# (its default: 120 s).
-WORKER_RECONNECT_BACKOFF_MS = 20
-_BACKOFF_OPTIONS = (('grpc.initial_reconnect_backoff_ms',
-                     WORKER_RECONNECT_BACKOFF_MS),
-                    ('grpc.max_reconnect_backoff_ms', 1000))
 
 
 class _WorkerPopen(subprocess.Popen):
@@ -86,9 +70,4 @@ def patch_worker_launch() -> bool:
     shim = types.SimpleNamespace(**vars(subprocess))
     shim.Popen = _WorkerPopen
     executor_factory.subprocess = shim
-  executor_factory._LOCALHOST_SERVER_WAIT_TIME_SEC = WORKER_READY_POLL_SECONDS  # pylint: disable=protected-access
-  names = {name for name, _ in _BACKOFF_OPTIONS}
-  executor_factory._GRPC_CHANNEL_OPTIONS = [  # pylint: disable=protected-access
-      o for o in executor_factory._GRPC_CHANNEL_OPTIONS  # pylint: disable=protected-access
-      if o[0] not in names] + list(_BACKOFF_OPTIONS)
   return True

@@ -627,25 +627,6 @@ class WorkerStopTest(absltest.TestCase):
       worker.WORKER_STOP_TIMEOUT_SECONDS = previous
 
 
-class WorkerStartTest(absltest.TestCase):
-
-  def test_a_starting_worker_is_polled_and_reconnected_quickly(self):
-    # TFF polled a starting worker every 1 s and gRPC retried its first
-    # failed connection after 1 s: every worker start cost a second.
-    from tensorflow_federated.python.core.impl.executor_stacks import executor_factory  # pylint: disable=g-import-not-at-top
-    self.assertTrue(worker.patch_worker_launch())
-    self.assertTrue(worker.patch_worker_launch())   # Idempotent.
-    options = dict(executor_factory._GRPC_CHANNEL_OPTIONS)  # pylint: disable=protected-access
-    self.assertLen(executor_factory._GRPC_CHANNEL_OPTIONS, len(options))  # pylint: disable=protected-access
-    self.assertEqual(options['grpc.initial_reconnect_backoff_ms'],
-                     worker.WORKER_RECONNECT_BACKOFF_MS)
-    self.assertLessEqual(options['grpc.max_reconnect_backoff_ms'], 1000)
-    self.assertIn('grpc.max_receive_message_length', options)   # TFF's own.
-    self.assertEqual(executor_factory._LOCALHOST_SERVER_WAIT_TIME_SEC,  # pylint: disable=protected-access
-                     worker.WORKER_READY_POLL_SECONDS)
-    self.assertLess(worker.WORKER_READY_POLL_SECONDS, 0.1)
-
-
 class LostWorkerTest(absltest.TestCase):
 
   def test_crashed_local_worker_is_one_line_and_the_run_resumes(self):
