@@ -28,8 +28,6 @@ from dpftrl_tff.aggregators.mechanisms import none
 _MODULES = (none, dp_ftrl, adaptive, blt, bandmf, dp_fedavg)
 _MECHANISMS: Dict[str, base.Mechanism] = {m.MECHANISM.name: m.MECHANISM
                                      for m in _MODULES}
-_ACCOUNTED_NOISES = {m.accounted_noise for m in _MECHANISMS.values()
-                     if m.accounted_noise}
 
 
 def names() -> Tuple[str, ...]:
@@ -55,8 +53,9 @@ def owner_of_noise(noise: str) -> base.Mechanism:
   for mechanism in _MECHANISMS.values():
     if mechanism.accounted_noise == noise:
       return mechanism
+  known = sorted({_MECHANISMS[n].accounted_noise for n in accounted()})
   raise ValueError(f'no mechanism accounts the noise {noise!r}; known: '
-                   f'{", ".join(sorted(_ACCOUNTED_NOISES))}.')
+                   f'{", ".join(known)}.')
 
 
 def noise_description(privacy) -> base.NoiseDescription:
@@ -68,5 +67,3 @@ def noise_description(privacy) -> base.NoiseDescription:
 
 # The BLT a dp_ftrl_blt config resolves to (the accountant's and the tests').
 optimized_blt = blt.optimized_blt
-# The C a dp_ftrl_bandmf config resolves to.
-bandmf_strategy = bandmf.strategy

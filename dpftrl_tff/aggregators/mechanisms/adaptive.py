@@ -118,4 +118,4 @@ MECHANISM = base.Mechanism(
     validate=_validate, build_factory=_factory, privacy=_privacy,
     initial_clip=lambda config: config.adaptive_settings().initial_clip_norm,
     supports_secagg=False, describe_clipping=_clipping,
-    accounted_noise='tree', noise=dp_ftrl.TREE_NOISE, estimates_clip=True)
+    noise=dp_ftrl.TREE_NOISE, estimates_clip=True)

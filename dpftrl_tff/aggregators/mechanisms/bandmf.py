@@ -272,6 +272,7 @@ def _factory(config, record_specs):
 class BandMFNoise(base.NoiseDescription):
   """Banded matrix factorization noise (Choquette-Choo et al. 2023): the
   noise of dp_ftrl_bandmf."""
+  name = 'bandmf'
   accountant_title = ', BandMF noise'
   sensitivity_label = 'sensitivity^2 (BandMF)'
 
@@ -332,6 +333,5 @@ MECHANISM = base.Mechanism(
     'arXiv 2306.08153)',
     validate=_validate, build_factory=_factory, privacy=_privacy,
     initial_clip=lambda config: config.clip_norm, supports_secagg=True,
-    describe_clipping=base.fixed_clip_text, accounted_noise='bandmf',
-    noise=BandMFNoise(),
+    describe_clipping=base.fixed_clip_text, noise=BandMFNoise(),
     run_parameters=BandMFRunParameters(), noise_buffers=noise_buffers)

@@ -37,7 +37,7 @@ class SecAggSettings:
 class NoiseDescription:
   """A mechanism's DP noise in words, and what the accountant plans for it.
 
-  One per accounted noise (`Mechanism.accounted_noise`), defined in the
+  One per accounted noise (its `name`), defined in the
   module of the mechanism that owns the noise; the privacy report, the
   console and the accountant's printout ask it (through
   `registry.noise_description`) rather than branching on the noise's name.
@@ -45,12 +45,15 @@ class NoiseDescription:
   `accounting.PrivacyReport`, as summary.json and the accountant hold them.
 
   Attributes:
+    name: the noise the accountant computes ('tree', 'blt', 'bandmf' or
+      'poisson_gaussian': an accounted privacy dict's 'mechanism').
     accountant_title: the accountant printout's title after 'DP-FTRL
       privacy'.
     sensitivity_label: the accountant printout's label of sensitivity^2.
     tree_restarts: whether the noise is a tree that --restart_rounds can
       restart.
   """
+  name = ''
   accountant_title = ''
   sensitivity_label = 'sensitivity^2'
   tree_restarts = False
@@ -104,10 +107,8 @@ class Mechanism:
       clipping).
     supports_secagg: whether --secagg can replace its sum.
     describe_clipping: config -> the clipping in words (privacy reports).
-    accounted_noise: the noise the accountant computes ('tree', 'blt',
-      'bandmf' or 'poisson_gaussian': the privacy dict's 'mechanism'), None
-      for a mechanism without DP noise.
-    noise: that noise in words (`NoiseDescription`); None without DP noise.
+    noise: its DP noise (`NoiseDescription`: its name, as the accountant
+      computes it, and its words); None for a mechanism without DP noise.
     estimates_clip: Algorithm 1: the clip is estimated from a noised count
       (sigma_b, default report goal / 20) and the trees restart at
       --restart_warmup + --restart_frequency i; both enter the accounting.
@@ -128,13 +129,18 @@ class Mechanism:
   initial_clip: Callable[[Any], Optional[float]]
   supports_secagg: bool
   describe_clipping: Callable[[Any], str]
-  accounted_noise: Optional[str] = None
   noise: Optional[NoiseDescription] = None
   estimates_clip: bool = False
   run_parameters: Optional['RunParameters'] = None
   noise_buffers: Callable[[Any], int] = lambda config: 0
   participation: Optional[str] = None
   launch_config: Callable[[Any, int], Any] = lambda config, population: config
+
+  @property
+  def accounted_noise(self) -> Optional[str]:
+    """The noise the accountant computes (`NoiseDescription.name`), None
+    for a mechanism without DP noise."""
+    return None if self.noise is None else self.noise.name
 
   def planned(self, config, num_clients: int):
     """`config` with what the mechanism plans for `num_clients` clients

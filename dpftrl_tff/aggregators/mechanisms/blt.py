@@ -190,6 +190,7 @@ def _factory(config, record_specs):
 
 class BLTNoise(base.NoiseDescription):
   """BLT noise (Dvijotham et al. 2024): the noise of dp_ftrl_blt."""
+  name = 'blt'
   accountant_title = ', BLT noise'
   sensitivity_label = 'sensitivity^2 (BLT)'
 
@@ -241,6 +242,5 @@ MECHANISM = base.Mechanism(
     description='fixed clip C, BLT noise (BLT-DP-FTRL, arXiv 2408.08868)',
     validate=_validate, build_factory=_factory, privacy=_privacy,
     initial_clip=lambda config: config.clip_norm, supports_secagg=True,
-    describe_clipping=base.fixed_clip_text, accounted_noise='blt',
-    noise=BLTNoise(),
+    describe_clipping=base.fixed_clip_text, noise=BLTNoise(),
     run_parameters=BLTRunParameters())

@@ -147,6 +147,7 @@ class PoissonGaussianNoise(base.NoiseDescription):
   (McMahan et al. 2018): the noise of dp_fedavg. Its accounting is not
   zCDP, so the report's and the accountant's figures for it follow the
   privacy dict's 'poisson' block."""
+  name = sampled_gaussian.MECHANISM
 
   def report(self, privacy):
     q = privacy['poisson']['sampling_probability']
@@ -176,6 +177,6 @@ MECHANISM = base.Mechanism(
     validate=_validate, build_factory=_factory, privacy=_privacy,
     initial_clip=lambda config: config.clip_norm, supports_secagg=False,
     describe_clipping=base.fixed_clip_text,
-    accounted_noise=sampled_gaussian.MECHANISM, noise=PoissonGaussianNoise(),
+    noise=PoissonGaussianNoise(),
     run_parameters=DPFedAvgRunParameters(), participation='poisson',
     launch_config=_launch_config)

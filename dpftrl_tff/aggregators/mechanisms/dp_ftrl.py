@@ -19,6 +19,7 @@ def _factory(config, record_specs):
 class TreeNoise(base.NoiseDescription):
   """Tree-aggregation noise (Kairouz et al. 2021), restarted or not: the
   noise of dp_ftrl and dp_ftrl_adaptive."""
+  name = 'tree'
   accountant_title = ', tree aggregation'
   sensitivity_label = 'sum of squared counts'
   tree_restarts = True
@@ -50,5 +51,4 @@ MECHANISM = base.Mechanism(
     name='dp_ftrl', description='fixed clip C, tree-aggregation noise',
     validate=_validate, build_factory=_factory, privacy=_privacy,
     initial_clip=lambda config: config.clip_norm, supports_secagg=True,
-    describe_clipping=base.fixed_clip_text, accounted_noise='tree',
-    noise=TREE_NOISE)
+    describe_clipping=base.fixed_clip_text, noise=TREE_NOISE)
