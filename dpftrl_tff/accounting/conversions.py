@@ -18,12 +18,21 @@ with mu = sqrt(2 rho):
     delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2),
 
 solved for eps in log space. The tests check PLD against this formula.
+
+The PLD is dp_accounting's own computation, with one method made to work on
+arrays (`_VectorizedGaussianPrivacyLoss`): 2.3 to 2.5x faster, the same
+epsilon bit for bit.
 """
 
+import contextlib
 import functools
 import math
+import numbers
+import threading
 
 import dp_accounting
+from dp_accounting.pld import privacy_loss_mechanism
+import numpy as np
 from scipy import optimize
 from scipy import special
 
@@ -85,19 +94,76 @@ def epsilon_pld(rho: float, delta: float = DEFAULT_DELTA, *,
                       float(value_discretization_interval))
 
 
-@functools.lru_cache(maxsize=1024)
-def _epsilon_pld(rho: float, delta: float,
-                 value_discretization_interval: float) -> float:
-  """`epsilon_pld`'s PLD computation, memoized: a run's summary asks for
-  the observed and the planned rho (often equal), and a process that trains
-  several runs of one setting asks again; one call takes seconds for rho
-  near PLD_MAX_ZCDP."""
+class _VectorizedGaussianPrivacyLoss(
+    privacy_loss_mechanism.GaussianPrivacyLoss):
+  """dp_accounting's Gaussian privacy loss, its delta curve computed for a
+  whole array of epsilons at once.
+
+  Connect-the-dots asks `get_delta_for_epsilon` for every point of its grid
+  (about 10^6 at rho 20, with the interval 1e-4), and dp-accounting 0.4.3
+  inverts the privacy loss there one epsilon at a time in Python: 60% of
+  the PLD's time. Without subsampling the inverse is affine,
+  x = +-s/2 - epsilon sigma^2 / s (ADD: +, REMOVE: -), evaluated here on the
+  array with the library's operations in the library's order (IEEE float64
+  operations, each rounded once, element by element): the same x, hence the
+  same deltas and epsilon, bit for bit (tests/accounting/
+  accounting_formulas_test.py compares with the unmodified accountant).
+  Subsampled losses and scalar epsilons keep the library's method.
+  """
+
+  def get_delta_for_epsilon(self, epsilon):
+    if self.sampling_prob != 1.0 or isinstance(epsilon, numbers.Number):
+      return super().get_delta_for_epsilon(epsilon)
+    epsilons = np.asarray(epsilon)
+    s = self.sensitivity
+    if self.adjacency_type == privacy_loss_mechanism.AdjacencyType.ADD:
+      x_cutoffs = 0.5 * s - epsilons * (self._standard_deviation**2) / s
+    else:
+      x_cutoffs = -0.5 * s - epsilons * (self._standard_deviation**2) / s
+    deltas = (self.mu_upper_cdf(x_cutoffs) -
+              np.exp(epsilons + self.mu_lower_log_cdf(x_cutoffs)))
+    return np.clip(deltas, 0, 1)
+
+
+_LIBRARY_CLASS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _vectorized_gaussian_loss():
+  """dp_accounting builds `_VectorizedGaussianPrivacyLoss` instead of its
+  Gaussian loss while this lasts (the module attribute its
+  `from_gaussian_mechanism` looks up at every call); restored after."""
+  with _LIBRARY_CLASS_LOCK:
+    original = privacy_loss_mechanism.GaussianPrivacyLoss
+    privacy_loss_mechanism.GaussianPrivacyLoss = _VectorizedGaussianPrivacyLoss
+    try:
+      yield
+    finally:
+      privacy_loss_mechanism.GaussianPrivacyLoss = original
+
+
+def library_epsilon_pld(rho: float, delta: float,
+                        value_discretization_interval: float = 1e-4) -> float:
+  """dp_accounting's PLD accountant, unmodified, on the Gaussian mechanism
+  with rho = 1 / (2 sigma^2): the reference `epsilon_pld` is tested
+  against (and what it computed before it was vectorized)."""
   accountant = dp_accounting.pld.PLDAccountant(
       value_discretization_interval=value_discretization_interval)
   accountant.compose(
       dp_accounting.GaussianDpEvent(noise_multiplier=1.0 /
                                     math.sqrt(2.0 * rho)))
   return float(accountant.get_epsilon(delta))
+
+
+@functools.lru_cache(maxsize=1024)
+def _epsilon_pld(rho: float, delta: float,
+                 value_discretization_interval: float) -> float:
+  """`epsilon_pld`'s PLD computation, memoized: a run's summary asks for
+  the observed and the planned rho (often equal), and a process that trains
+  several runs of one setting asks again; one call takes 0.02 to 0.45
+  CPU-s (rho 0.05 to 20; 0.04 to 1.03 before the vectorized loss)."""
+  with _vectorized_gaussian_loss():
+    return library_epsilon_pld(rho, delta, value_discretization_interval)
 
 
 def zcdp_for_epsilon(epsilon: float, delta: float = DEFAULT_DELTA) -> float:

@@ -73,6 +73,40 @@ class ConversionTest(parameterized.TestCase):
                            accounting.epsilon_analytic_gaussian(rho),
                            delta=5e-3)
 
+  def test_pld_is_the_unmodified_accountants_bit_for_bit(self):
+    # epsilon_pld runs dp_accounting with the vectorized Gaussian loss; the
+    # unmodified PLDAccountant must give the same float, not a close one.
+    rng = np.random.default_rng(0)
+    cases = [(rho, delta) for rho in (1e-3, 0.05, 0.37, 1.86, 6.1)
+             for delta in (1e-10, 1e-5)]
+    cases += [(float(rho), 1e-10) for rho in 10 ** rng.uniform(-2, 1, 3)]
+    for rho, delta in cases:
+      self.assertEqual(
+          conversions._epsilon_pld(rho, delta, 1e-4),  # pylint: disable=protected-access
+          conversions.library_epsilon_pld(rho, delta), (rho, delta))
+    # The library's own class is back after every computation.
+    self.assertIs(
+        dp_accounting.pld.privacy_loss_mechanism.GaussianPrivacyLoss,
+        conversions._VectorizedGaussianPrivacyLoss.__bases__[0])  # pylint: disable=protected-access
+
+  def test_vectorized_delta_curve_is_the_librarys_elementwise(self):
+    # Random sigmas, sensitivities and epsilon grids, both adjacencies:
+    # the array method equals the library's element by element, exactly.
+    plm = dp_accounting.pld.privacy_loss_mechanism
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+      sigma, sensitivity = 10 ** rng.uniform(-1, 1), rng.uniform(0.1, 3)
+      epsilons = np.sort(rng.uniform(-5, 40, 200))
+      for adjacency in plm.AdjacencyType:
+        args = dict(sensitivity=sensitivity, adjacency_type=adjacency)
+        fast = conversions._VectorizedGaussianPrivacyLoss(sigma, **args)  # pylint: disable=protected-access
+        library = plm.GaussianPrivacyLoss(sigma, **args)
+        np.testing.assert_array_equal(
+            fast.get_delta_for_epsilon(epsilons),
+            library.get_delta_for_epsilon(epsilons))
+        self.assertEqual(fast.get_delta_for_epsilon(1.5),
+                         library.get_delta_for_epsilon(1.5))
+
   def test_pld_is_tighter_than_closed_form(self):
     for rho in [0.1, 0.5, 1.0, 2.0]:
       self.assertLess(accounting.epsilon_pld(rho),
