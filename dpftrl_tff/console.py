@@ -20,6 +20,7 @@ from absl import logging
 
 from dpftrl_tff import runtime
 from dpftrl_tff.aggregators import registry
+from dpftrl_tff.aggregators.mechanisms.base import number
 from dpftrl_tff.privacy import privacy_report
 from dpftrl_tff.run import divergence
 
@@ -125,25 +126,10 @@ def describe_os_error(e: OSError) -> str:
   return f'cannot use{where}: {reason}{hint}.'
 
 
-def number(value: Any, spec: str = '.4f') -> str:
-  """`value` formatted with `spec`; 'nan' when it is absent or not finite
-  (never a made-up number)."""
-  try:
-    value = float(value)
-  except (TypeError, ValueError):
-    return 'nan'
-  return format(value, spec) if math.isfinite(value) else 'nan'
-
-
 def _rho_epsilon(privacy: Dict[str, Any]) -> str:
-  """'rho-zCDP x, epsilon y', or for DP-FedAvg (no zCDP figure) the
-  epsilon with the sampling it assumes."""
-  if privacy.get('poisson'):
-    return (f'epsilon {number(privacy["epsilon"], ".3f")} (Poisson sampling '
-            f'at q = {privacy["poisson"]["sampling_probability"]:.4g}, '
-            'assumed)')
-  return (f'rho-zCDP {number(privacy["zcdp"], ".4g")}, epsilon '
-          f'{number(privacy["epsilon"], ".3f")}')
+  """'rho-zCDP x, epsilon y', or what the noise's accounting gives
+  (`NoiseDescription.figures_phrase`)."""
+  return registry.noise_description(privacy).figures_phrase(privacy)
 
 
 def _noise_text(privacy: Dict[str, Any]) -> str:
@@ -214,11 +200,8 @@ def summary_text(summary: Dict[str, Any]) -> str:
           f'{planned["max_participation"]}): {_rho_epsilon(planned)}')
     launch = privacy.get('launch_equivalent')
     if launch:
-      participation = (
-          f'T={launch["rounds"]}' if launch.get('poisson') else
-          f'(MinS <= {launch["population_min_separation"]}), '
-          f'T={launch["rounds"]}, MinS {launch["min_separation"]}, '
-          f'worst-case MaxP {launch["max_participation"]}')
+      participation = registry.noise_description(
+          launch).launch_participation_phrase(launch)
       lines.append(
           f'Launch-equivalent privacy (NOT this run\'s guarantee: a launch '
           f'with report goal {launch["report_goal"]} and the same noise per '

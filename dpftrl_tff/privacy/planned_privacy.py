@@ -258,25 +258,11 @@ def _maxp_note(r):
   return ''
 
 
-def _poisson_lines(r):
-  p = r['poisson']
-  return [
-      'DP-FedAvg privacy, Poisson sampling',
-      f'  rounds T                : {r["rounds"]}',
-      f'  noise multiplier z      : {r["noise_multiplier"]:g}',
-      f'  sampling probability q  : {p["sampling_probability"]:.6g}',
-      f'  epsilon (PLD)           : {r["epsilon"]:.4f} at delta = '
-      f'{r["delta"]:g}',
-      f'  epsilon (RDP, looser)   : {p["epsilon_rdp"]:.4f}',
-      f'  It {p["assumption"]}; MinS and MaxP do not enter. No zCDP figure: '
-      'the amplification by sampling does not show in rho.',
-  ]
-
-
 def format_report(r):
-  if r.get('poisson') is not None:
-    return '\n'.join(_poisson_lines(r))
   noise = registry.noise_description(r)
+  own = noise.accountant_printout(r)
+  if own is not None:
+    return '\n'.join(own)
   lines = [
       'DP-FTRL privacy' + noise.accountant_title,
       f'  rounds T                : {r["rounds"]}',
@@ -320,18 +306,10 @@ def format_report(r):
 
 def launch_report(r) -> str:
   """privacy_report.md of a planned launch, from build_report's dict."""
-  if r.get('poisson') is not None:
-    q = r['poisson']['sampling_probability']
-    return privacy_report.render(
-        r, subject='planned launch', kind='launch',
-        participation=(f'Every device must take part in each round '
-                       f'independently with probability {q:.6g}; the '
-                       'paper (Sec. 2.1) explains why a production system '
-                       'cannot guarantee this.'),
-        clipping=('a fixed l2 clip norm C per client update (the accounting '
-                  'does not depend on its value).'),
-        released=f'the model weights after each of the {r["rounds"]} '
-        'rounds.')
+  own = registry.noise_description(r).launch_report_texts(r)
+  if own is not None:
+    return privacy_report.render(r, subject='planned launch', kind='launch',
+                                 **own)
   if r['population'] is not None:
     where = (f'a population of {r["population"]} devices at report goal '
              f'{r["report_goal"]} allows MinS at most '

@@ -186,29 +186,20 @@ def _accounting_lines(privacy: Dict[str, Any], participation: str,
                       kind: str, fixed_noise_seed: bool = False
                       ) -> List[str]:
   """Section 4: the accounting, its figures and the formal statement."""
-  if privacy.get('poisson'):
-    return _poisson_accounting_lines(privacy, participation, kind,
-                                     fixed_noise_seed)
+  noise = registry.noise_description(privacy)
+  own = noise.accounting_section(privacy, participation=participation,
+                                 kind=kind)
+  if own is not None:
+    lines, statement = own
+    return lines + _figures_and_statement(privacy, fixed_noise_seed,
+                                          statement)
   eps = number(privacy['epsilon'], '.6g')
   rho = number(privacy['zcdp'], '.6g')
   delta = number(privacy['delta'], 'g')
-  bandmf = privacy.get('bandmf') or {}
-  bounded = bandmf and not str(bandmf.get('sensitivity')).startswith('exact')
   lines = [
       '', '## 4. Privacy accounting', '',
       '- Type: rho-zCDP (Bun and Steinke 2016) from the '
-      + ('upper bound on the sensitivity of the noise (BandMF with more '
-         'bands than MinS + 1: Algorithm 4 of arXiv 2306.08153, over every '
-         'participation pattern with MaxP participations at least MinS '
-         'rounds apart): rho = sensitivity^2 / (2 z_eff^2) is then an upper '
-         'bound too, so the guarantee holds and may be loose.'
-         if bounded else
-         'exact sensitivity of the noise: rho = sensitivity^2 / (2 z_eff^2), '
-         'the sensitivity maximised over every participation pattern with '
-         'MaxP participations at least MinS rounds apart (the paper\'s '
-         'accountant and TF Privacy\'s, exact; for BLT the min-separation '
-         'sensitivity of its Toeplitz matrix; for BandMF the sum of the MaxP '
-         'largest squared column norms of C, MinS apart).')
+      + noise.sensitivity_source(privacy)
       + ' epsilon: PLD accounting (dp_accounting) of '
       'the Gaussian mechanism with that rho, at the delta below; the '
       'closed form rho + 2 sqrt(rho log(1/delta)) beside it is looser.',
@@ -238,43 +229,11 @@ def _figures_and_statement(privacy, fixed_noise_seed: bool,
   return lines + ['', '### Formal statement', '', statement]
 
 
-def _poisson_accounting_lines(privacy, participation, kind,
-                              fixed_noise_seed) -> List[str]:
-  """Section 4 for DP-FedAvg with Poisson sampling."""
-  p = privacy['poisson']
-  eps = number(privacy['epsilon'], '.6g')
-  delta = number(privacy['delta'], 'g')
-  lines = [
-      '', '## 4. Privacy accounting', '',
-      '- Type: (epsilon, delta)-DP by dp_accounting\'s PLD accountant of '
-      'the Poisson-subsampled Gaussian mechanism (sensitivity C, noise '
-      f'z C, rate q = {p["sampling_probability"]:.6g}) composed over the '
-      f'{privacy["rounds"]} rounds; RDP gives epsilon '
-      f'{number(p["epsilon_rdp"], ".6g")} (looser). No rho-zCDP figure: the '
-      'amplification by sampling does not show in zCDP.',
-      f'- Assumptions: the accounting {p["assumption"]}. {participation}',
-  ]
-  return lines + _figures_and_statement(
-      privacy, fixed_noise_seed,
-      f'Every model released by this {kind} satisfies ({eps}, {delta})-DP '
-      'at the device level (a client zeroed out is one not sampled: '
-      'add/remove adjacency, as dp_accounting accounts it), provided that '
-      'every client took part in each round independently with '
-      f'probability {p["sampling_probability"]:.6g} and in no other way.')
-
-
 def _launch_equivalent_lines(le: Dict[str, Any]) -> List[str]:
   """The launch a simulation stands for, labelled as not its guarantee."""
-  if le.get('poisson'):
-    return [
-        '', '### Launch-equivalent figure (NOT this run\'s guarantee)', '',
-        f'A launch with report goal {le["report_goal"]} and the same noise '
-        f'per client (z = {number(le["noise_multiplier"], ".6g")}), '
-        f'population {le["population"]} Poisson-sampled at q = '
-        f'{le["poisson"]["sampling_probability"]:.6g}, T = {le["rounds"]}: '
-        f'epsilon {number(le["epsilon"], ".6g")} at delta '
-        f'{number(le["delta"], "g")}, if the launch could guarantee that '
-        'sampling (the paper, Sec. 2.1: a production system cannot).']
+  own = registry.noise_description(le).launch_equivalent_lines(le)
+  if own is not None:
+    return own
   return [
       '', '### Launch-equivalent figure (NOT this run\'s guarantee)', '',
       f'A launch with report goal {le["report_goal"]} and the same noise '
@@ -371,10 +330,10 @@ def participation_text(summary: Dict[str, Any], privacy: Dict[str, Any]
               f'{privacy.get("observed_max_participation")}, MinS '
               + ('none (no client took part twice)' if observed_min_sep == -1
                  else f'{observed_min_sep}'))
-  if privacy.get('poisson'):
-    return ('This simulation samples that way (--participation=poisson, '
-            f'q = {privacy["poisson"]["sampling_probability"]:.6g}); MinS and '
-            f'MaxP do not enter the accounting ({observed}).')
+  own = registry.noise_description(privacy).participation_sentence(
+      privacy, observed)
+  if own is not None:
+    return own
   if model == 'min_sep_groups':
     planned = privacy.get('planned') or {}
     return (f'min_sep_groups participation: the clients are split into '

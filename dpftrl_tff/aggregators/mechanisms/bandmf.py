@@ -290,6 +290,16 @@ class BandMFNoise(base.NoiseDescription):
              ', sensitivity bounded above')
     return f'BandMF noise, {bandmf.get("bands")} bands{bound}'
 
+  def sensitivity_source(self, privacy):
+    bandmf = privacy.get('bandmf') or {}
+    if not bandmf or str(bandmf.get('sensitivity')).startswith('exact'):
+      return super().sensitivity_source(privacy)
+    return ('upper bound on the sensitivity of the noise (BandMF with more '
+            'bands than MinS + 1: Algorithm 4 of arXiv 2306.08153, over every '
+            'participation pattern with MaxP participations at least MinS '
+            'rounds apart): rho = sensitivity^2 / (2 z_eff^2) is then an '
+            'upper bound too, so the guarantee holds and may be loose.')
+
   def accountant_lines(self, privacy):
     b = privacy['bandmf']
     return [f'  BandMF C                : {b["bands"]} bands, '

@@ -8,6 +8,7 @@ mechanism then calibrates its noise to SecAgg's inflated sensitivity.
 """
 
 import dataclasses
+import math
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from absl import logging
@@ -87,6 +88,73 @@ class NoiseDescription:
     `config` accounted over `rounds` rounds; ({}, {}) by default."""
     del config, rounds
     return {}, {}
+
+  # How the noise is accounted, in the reports' words. By default rho-zCDP
+  # from the noise's exact sensitivity over every participation pattern with
+  # MaxP participations at least MinS rounds apart (tree, BLT, BandMF within
+  # its bands), which the reports phrase themselves; a noise accounted
+  # otherwise (DP-FedAvg: PLD of Poisson sampling) overrides the methods
+  # below, whose None means "the zCDP wording".
+
+  def sensitivity_source(self, privacy: Dict[str, Any]) -> str:
+    """privacy_report.md section 4: where rho comes from (its 'Type'
+    sentence after 'rho-zCDP (Bun and Steinke 2016) from the ')."""
+    del privacy
+    return ('exact sensitivity of the noise: rho = sensitivity^2 / '
+            '(2 z_eff^2), the sensitivity maximised over every participation '
+            'pattern with MaxP participations at least MinS rounds apart '
+            '(the paper\'s accountant and TF Privacy\'s, exact; for BLT the '
+            'min-separation sensitivity of its Toeplitz matrix; for BandMF '
+            'the sum of the MaxP largest squared column norms of C, MinS '
+            'apart).')
+
+  def accounting_section(self, privacy: Dict[str, Any], *,
+                         participation: str, kind: str
+                         ) -> Optional[Tuple[List[str], str]]:
+    """privacy_report.md section 4 of a noise not accounted in zCDP:
+    (its heading, type and assumption lines, its formal statement), or
+    None."""
+    del privacy, participation, kind
+    return None
+
+  def launch_equivalent_lines(self, launch: Dict[str, Any]
+                              ) -> Optional[List[str]]:
+    """privacy_report.md's launch-equivalent paragraph, or None."""
+    del launch
+    return None
+
+  def participation_sentence(self, privacy: Dict[str, Any],
+                             observed: str) -> Optional[str]:
+    """How a run's participation enters its accounting (`observed`: MaxP
+    and MinS observed in the run, in words), or None."""
+    del privacy, observed
+    return None
+
+  def figures_phrase(self, privacy: Dict[str, Any]) -> str:
+    """The accounted figures in a phrase, for the console."""
+    return (f'rho-zCDP {number(privacy["zcdp"], ".4g")}, epsilon '
+            f'{number(privacy["epsilon"], ".3f")}')
+
+  def launch_participation_phrase(self, launch: Dict[str, Any]) -> str:
+    """A launch's participation and rounds in a phrase, for the console
+    (after its population)."""
+    return (f'(MinS <= {launch["population_min_separation"]}), '
+            f'T={launch["rounds"]}, MinS {launch["min_separation"]}, '
+            f'worst-case MaxP {launch["max_participation"]}')
+
+  def accountant_printout(self, report: Dict[str, Any]
+                          ) -> Optional[List[str]]:
+    """The accountant's whole printout of a noise not accounted in zCDP,
+    or None (the DP-FTRL printout)."""
+    del report
+    return None
+
+  def launch_report_texts(self, report: Dict[str, Any]
+                          ) -> Optional[Dict[str, str]]:
+    """privacy_report.md of a planned launch not accounted in zCDP: its
+    participation, clipping and released texts, or None."""
+    del report
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,6 +357,16 @@ def refuse_beside_given(group, given_field: str, what: str, noun: str):
         f'{"chooses" if len(chosen) == 1 else "choose"} how {what} is '
         f'optimized, to no effect with --{given_field}='
         f'{getattr(group, given_field)} (a given {noun}); leave it out.')
+
+
+def number(value: Any, spec: str = '.4f') -> str:
+  """`value` formatted with `spec`; 'nan' when it is absent or not finite
+  (never a made-up number)."""
+  try:
+    value = float(value)
+  except (TypeError, ValueError):
+    return 'nan'
+  return format(value, spec) if math.isfinite(value) else 'nan'
 
 
 def floats_text(values) -> str:

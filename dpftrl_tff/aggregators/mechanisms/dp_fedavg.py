@@ -145,8 +145,8 @@ def _privacy(config, rounds, max_participation, min_separation):
 class PoissonGaussianNoise(base.NoiseDescription):
   """Independent Gaussian noise every round under Poisson sampling
   (McMahan et al. 2018): the noise of dp_fedavg. Its accounting is not
-  zCDP, so the report's and the accountant's figures for it follow the
-  privacy dict's 'poisson' block."""
+  zCDP: it gives the reports' and the accountant's accounting texts itself,
+  from the privacy dict's 'poisson' block."""
   name = sampled_gaussian.MECHANISM
 
   def report(self, privacy):
@@ -159,6 +159,83 @@ class PoissonGaussianNoise(base.NoiseDescription):
   def console(self, privacy):
     del privacy
     return 'DP-FedAvg, independent noise each round'
+
+  # Its accounting in the reports' words: PLD of the Poisson-subsampled
+  # Gaussian mechanism, no zCDP figure, MinS and MaxP not entering.
+
+  def accounting_section(self, privacy, *, participation, kind):
+    p = privacy['poisson']
+    eps = base.number(privacy['epsilon'], '.6g')
+    delta = base.number(privacy['delta'], 'g')
+    lines = [
+        '', '## 4. Privacy accounting', '',
+        '- Type: (epsilon, delta)-DP by dp_accounting\'s PLD accountant of '
+        'the Poisson-subsampled Gaussian mechanism (sensitivity C, noise '
+        f'z C, rate q = {p["sampling_probability"]:.6g}) composed over the '
+        f'{privacy["rounds"]} rounds; RDP gives epsilon '
+        f'{base.number(p["epsilon_rdp"], ".6g")} (looser). No rho-zCDP '
+        'figure: the amplification by sampling does not show in zCDP.',
+        f'- Assumptions: the accounting {p["assumption"]}. {participation}',
+    ]
+    statement = (
+        f'Every model released by this {kind} satisfies ({eps}, {delta})-DP '
+        'at the device level (a client zeroed out is one not sampled: '
+        'add/remove adjacency, as dp_accounting accounts it), provided that '
+        'every client took part in each round independently with '
+        f'probability {p["sampling_probability"]:.6g} and in no other way.')
+    return lines, statement
+
+  def launch_equivalent_lines(self, launch):
+    return [
+        '', '### Launch-equivalent figure (NOT this run\'s guarantee)', '',
+        f'A launch with report goal {launch["report_goal"]} and the same '
+        f'noise per client (z = '
+        f'{base.number(launch["noise_multiplier"], ".6g")}), population '
+        f'{launch["population"]} Poisson-sampled at q = '
+        f'{launch["poisson"]["sampling_probability"]:.6g}, T = '
+        f'{launch["rounds"]}: epsilon {base.number(launch["epsilon"], ".6g")}'
+        f' at delta {base.number(launch["delta"], "g")}, if the launch could '
+        'guarantee that sampling (the paper, Sec. 2.1: a production system '
+        'cannot).']
+
+  def participation_sentence(self, privacy, observed):
+    return ('This simulation samples that way (--participation=poisson, '
+            f'q = {privacy["poisson"]["sampling_probability"]:.6g}); MinS and '
+            f'MaxP do not enter the accounting ({observed}).')
+
+  def figures_phrase(self, privacy):
+    return (f'epsilon {base.number(privacy["epsilon"], ".3f")} (Poisson '
+            'sampling at q = '
+            f'{privacy["poisson"]["sampling_probability"]:.4g}, assumed)')
+
+  def launch_participation_phrase(self, launch):
+    return f'T={launch["rounds"]}'
+
+  def accountant_printout(self, report):
+    p = report['poisson']
+    return [
+        'DP-FedAvg privacy, Poisson sampling',
+        f'  rounds T                : {report["rounds"]}',
+        f'  noise multiplier z      : {report["noise_multiplier"]:g}',
+        f'  sampling probability q  : {p["sampling_probability"]:.6g}',
+        f'  epsilon (PLD)           : {report["epsilon"]:.4f} at delta = '
+        f'{report["delta"]:g}',
+        f'  epsilon (RDP, looser)   : {p["epsilon_rdp"]:.4f}',
+        f'  It {p["assumption"]}; MinS and MaxP do not enter. No zCDP '
+        'figure: the amplification by sampling does not show in rho.',
+    ]
+
+  def launch_report_texts(self, report):
+    q = report['poisson']['sampling_probability']
+    return dict(
+        participation=(f'Every device must take part in each round '
+                       f'independently with probability {q:.6g}; the '
+                       'paper (Sec. 2.1) explains why a production system '
+                       'cannot guarantee this.'),
+        clipping=('a fixed l2 clip norm C per client update (the accounting '
+                  'does not depend on its value).'),
+        released=(f'the model weights after each of the {report["rounds"]} '
+                  'rounds.'))
 
 
 def _launch_config(config, population: int):
