@@ -20,8 +20,8 @@ with mu = sqrt(2 rho):
 solved for eps in log space. The tests check PLD against this formula.
 
 The PLD is dp_accounting's own computation, with one method made to work on
-arrays (`_VectorizedGaussianPrivacyLoss`): 2.3 to 2.5x faster, the same
-epsilon bit for bit.
+arrays (`_VectorizedGaussianPrivacyLoss`): 2.1 to 2.2x faster
+(`benchmarks.pld_speed`), the same epsilon bit for bit.
 """
 
 import contextlib
