@@ -191,27 +191,26 @@ def _accounting_lines(privacy: Dict[str, Any], participation: str,
                                  kind=kind)
   if own is not None:
     lines, statement = own
-    return lines + _figures_and_statement(privacy, fixed_noise_seed,
-                                          statement)
-  eps = number(privacy['epsilon'], '.6g')
-  rho = number(privacy['zcdp'], '.6g')
-  delta = number(privacy['delta'], 'g')
-  lines = [
-      '', '## 4. Privacy accounting', '',
-      '- Type: rho-zCDP (Bun and Steinke 2016) from the '
-      + noise.sensitivity_source(privacy)
-      + ' epsilon: PLD accounting (dp_accounting) of '
-      'the Gaussian mechanism with that rho, at the delta below; the '
-      'closed form rho + 2 sqrt(rho log(1/delta)) beside it is looser.',
-      f'- Assumptions: {participation}',
-  ]
-  return lines + _figures_and_statement(
-      privacy, fixed_noise_seed,
-      f'Every model released by this {kind} satisfies {rho}-zCDP, hence '
-      f'({eps}, {delta})-DP, at the device level under zero-out adjacency, '
-      f'provided that no device took part more than '
-      f'{privacy["max_participation"]} times and never twice with fewer '
-      f'than {privacy["min_separation"]} rounds between.')
+  else:
+    eps = number(privacy['epsilon'], '.6g')
+    rho = number(privacy['zcdp'], '.6g')
+    delta = number(privacy['delta'], 'g')
+    lines = [
+        '- Type: rho-zCDP (Bun and Steinke 2016) from the '
+        + noise.sensitivity_source(privacy)
+        + ' epsilon: PLD accounting (dp_accounting) of '
+        'the Gaussian mechanism with that rho, at the delta below; the '
+        'closed form rho + 2 sqrt(rho log(1/delta)) beside it is looser.',
+        f'- Assumptions: {participation}',
+    ]
+    statement = (
+        f'Every model released by this {kind} satisfies {rho}-zCDP, hence '
+        f'({eps}, {delta})-DP, at the device level under zero-out adjacency, '
+        f'provided that no device took part more than '
+        f'{privacy["max_participation"]} times and never twice with fewer '
+        f'than {privacy["min_separation"]} rounds between.')
+  return (['', '## 4. Privacy accounting', ''] + lines +
+          _figures_and_statement(privacy, fixed_noise_seed, statement))
 
 
 def _figures_and_statement(privacy, fixed_noise_seed: bool,
@@ -231,21 +230,20 @@ def _figures_and_statement(privacy, fixed_noise_seed: bool,
 
 def _launch_equivalent_lines(le: Dict[str, Any]) -> List[str]:
   """The launch a simulation stands for, labelled as not its guarantee."""
-  own = registry.noise_description(le).launch_equivalent_lines(le)
-  if own is not None:
-    return own
-  return [
-      '', '### Launch-equivalent figure (NOT this run\'s guarantee)', '',
-      f'A launch with report goal {le["report_goal"]} and the same noise '
-      f'per client (z = {number(le["noise_multiplier"], ".6g")}), '
-      f'population {le["population"]} (MinS at most '
-      f'{le["population_min_separation"]}), T = {le["rounds"]}, MinS '
-      f'{le["min_separation"]}, worst-case MaxP {le["max_participation"]}: '
-      f'rho-zCDP {number(le["zcdp"], ".6g")}, epsilon '
-      f'{number(le["epsilon"], ".6g")} at delta {number(le["delta"], "g")}.'
-      ' This is what the simulation\'s noise per client would give at '
-      'launch scale (paper Sec. 2.2), not a property of this run.',
-  ]
+  text = registry.noise_description(le).launch_equivalent_text(le)
+  if text is None:
+    text = (
+        f'A launch with report goal {le["report_goal"]} and the same noise '
+        f'per client (z = {number(le["noise_multiplier"], ".6g")}), '
+        f'population {le["population"]} (MinS at most '
+        f'{le["population_min_separation"]}), T = {le["rounds"]}, MinS '
+        f'{le["min_separation"]}, worst-case MaxP {le["max_participation"]}: '
+        f'rho-zCDP {number(le["zcdp"], ".6g")}, epsilon '
+        f'{number(le["epsilon"], ".6g")} at delta {number(le["delta"], "g")}.'
+        ' This is what the simulation\'s noise per client would give at '
+        'launch scale (paper Sec. 2.2), not a property of this run.')
+  return ['', '### Launch-equivalent figure (NOT this run\'s guarantee)', '',
+          text]
 
 
 def empirical_verdict(block: Dict[str, Any],

@@ -228,7 +228,7 @@ class OnePlaceTest(parameterized.TestCase):
         poisson, participation='P.', kind='run')
     self.assertIn('rate q = 0.125', '\n'.join(lines))
     self.assertIn('(1.25, 1e-10)-DP', statement)
-    self.assertIn('q = 0.125', fedavg.launch_equivalent_lines(poisson)[-1])
+    self.assertIn('q = 0.125', fedavg.launch_equivalent_text(poisson))
     self.assertEqual(fedavg.figures_phrase(poisson),
                      'epsilon 1.250 (Poisson sampling at q = 0.125, assumed)')
     self.assertIn('  sampling probability q  : 0.125',

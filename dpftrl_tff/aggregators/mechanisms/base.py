@@ -92,9 +92,9 @@ class NoiseDescription:
   # How the noise is accounted, in the reports' words. By default rho-zCDP
   # from the noise's exact sensitivity over every participation pattern with
   # MaxP participations at least MinS rounds apart (tree, BLT, BandMF within
-  # its bands), which the reports phrase themselves; a noise accounted
-  # otherwise (DP-FedAvg: PLD of Poisson sampling) overrides the methods
-  # below, whose None means "the zCDP wording".
+  # its bands): the phrases below give it, and the methods that return None
+  # leave the report's own zCDP paragraphs. A noise accounted otherwise
+  # (DP-FedAvg: PLD of Poisson sampling) overrides them all.
 
   def sensitivity_source(self, privacy: Dict[str, Any]) -> str:
     """privacy_report.md section 4: where rho comes from (its 'Type'
@@ -112,13 +112,11 @@ class NoiseDescription:
                          participation: str, kind: str
                          ) -> Optional[Tuple[List[str], str]]:
     """privacy_report.md section 4 of a noise not accounted in zCDP:
-    (its heading, type and assumption lines, its formal statement), or
-    None."""
+    (its type and assumption lines, its formal statement), or None."""
     del privacy, participation, kind
     return None
 
-  def launch_equivalent_lines(self, launch: Dict[str, Any]
-                              ) -> Optional[List[str]]:
+  def launch_equivalent_text(self, launch: Dict[str, Any]) -> Optional[str]:
     """privacy_report.md's launch-equivalent paragraph, or None."""
     del launch
     return None

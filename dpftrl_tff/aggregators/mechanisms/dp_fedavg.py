@@ -168,7 +168,6 @@ class PoissonGaussianNoise(base.NoiseDescription):
     eps = base.number(privacy['epsilon'], '.6g')
     delta = base.number(privacy['delta'], 'g')
     lines = [
-        '', '## 4. Privacy accounting', '',
         '- Type: (epsilon, delta)-DP by dp_accounting\'s PLD accountant of '
         'the Poisson-subsampled Gaussian mechanism (sensitivity C, noise '
         f'z C, rate q = {p["sampling_probability"]:.6g}) composed over the '
@@ -185,9 +184,8 @@ class PoissonGaussianNoise(base.NoiseDescription):
         f'probability {p["sampling_probability"]:.6g} and in no other way.')
     return lines, statement
 
-  def launch_equivalent_lines(self, launch):
-    return [
-        '', '### Launch-equivalent figure (NOT this run\'s guarantee)', '',
+  def launch_equivalent_text(self, launch):
+    return (
         f'A launch with report goal {launch["report_goal"]} and the same '
         f'noise per client (z = '
         f'{base.number(launch["noise_multiplier"], ".6g")}), population '
@@ -196,7 +194,7 @@ class PoissonGaussianNoise(base.NoiseDescription):
         f'{launch["rounds"]}: epsilon {base.number(launch["epsilon"], ".6g")}'
         f' at delta {base.number(launch["delta"], "g")}, if the launch could '
         'guarantee that sampling (the paper, Sec. 2.1: a production system '
-        'cannot).']
+        'cannot).')
 
   def participation_sentence(self, privacy, observed):
     return ('This simulation samples that way (--participation=poisson, '
