@@ -39,6 +39,7 @@ from dpftrl_tff import accounting
 from dpftrl_tff import checks
 from dpftrl_tff import console
 from dpftrl_tff.data import stackoverflow
+from dpftrl_tff.recommend import launch
 from dpftrl_tff.recommend import pipeline
 from dpftrl_tff.recommend import report
 from dpftrl_tff.recommend import search
@@ -110,6 +111,12 @@ def _request(extra_flags) -> search.Request:
   checks.check_int(_CLIENTS.value, '--clients_per_round', minimum=1)
   checks.check_int(_MAX_GOAL.value, '--max_report_goal',
                    minimum=_CLIENTS.value)
+  ceiling = launch.report_goal_ceiling(_POPULATION.value, _MAX_GOAL.value)
+  if ceiling < _CLIENTS.value:
+    raise ValueError(
+        f'--population={_POPULATION.value}: its launch can have a report goal '
+        f'of at most {ceiling} (the devices the timer model has active on a '
+        f'day), below the simulated --clients_per_round={_CLIENTS.value}.')
   if _TARGET.value is not None:
     checks.check_float(_TARGET.value, '--utility_target', minimum=0,
                        maximum=1, strict_minimum=True)

@@ -155,6 +155,16 @@ def noise_for_target(*, rounds, report_goal, min_separation,
   return z
 
 
+def report_goal_ceiling(population: int, largest: int,
+                        timer_settings: participation.TimerSettings =
+                        participation.TimerSettings()) -> int:
+  """The largest report goal a launch of `population` devices can have:
+  `largest`, at most the devices the timer model has active on a day
+  (population x daily_active_fraction; above it no round fills)."""
+  active = math.floor(population * timer_settings.daily_active_fraction)
+  return max(1, min(largest, population, active))
+
+
 def report_goal_candidates(smallest: int, largest: int,
                            steps_per_doubling: int = 4) -> List[int]:
   """Report goals from `smallest` to `largest`, 2^(1/steps) apart."""
@@ -244,7 +254,8 @@ def plan(*, noise_per_client: float, population: int, rounds: int,
   misses, its noise is raised to meet the target (capped).
   """
   say = progress or (lambda text: None)
-  largest = min(largest_report_goal, population)
+  largest = report_goal_ceiling(population, largest_report_goal,
+                                timer_settings)
   first = smallest_report_goal(
       noise_per_client=noise_per_client, population=population,
       rounds=rounds, smallest=smallest_report_goal_, largest=largest,

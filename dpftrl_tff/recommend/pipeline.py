@@ -17,15 +17,36 @@ from dpftrl_tff.recommend import search as search_lib
 
 def least_noise_per_client(request: search_lib.Request,
                            target_zcdp: float) -> float:
-  """z / m the privacy target needs at the largest report goal, with the
-  population's MinS cap: no launch can have less noise per client."""
-  m = min(request.max_report_goal, request.population)
+  """z / m the privacy target needs at the largest report goal the
+  population allows (`launch.report_goal_ceiling`), with its MinS cap: no
+  launch can have less noise per client."""
+  m = launch_lib.report_goal_ceiling(request.population,
+                                     request.max_report_goal)
   z = launch_lib.noise_for_target(
       rounds=request.launch_rounds, report_goal=m, target_zcdp=target_zcdp,
       delta=request.delta,
       **launch_lib.ideal_participation(request.population,
                                        request.launch_rounds, m))
   return z / m
+
+
+def adaptive_tuning_flags(noise_multiplier: float, clients_per_round: int, *,
+                          warmup: int, print_fn=print):
+  """Practice 6's adaptive-clipping flags beyond the simulation's own, and
+  the count noise sigma_b they give (`policy.clipped_count_stddev`; the
+  flag only when it is above the paper's m / 20, which is the default)."""
+  flags = [f'--restart_warmup={warmup}']
+  count_stddev = policy.clipped_count_stddev(noise_multiplier,
+                                             clients_per_round)
+  default = accounting.default_clipped_count_stddev(clients_per_round)
+  if count_stddev > default:
+    count_stddev = policy.round_up(count_stddev)
+    flags.append(f'--clipped_count_stddev={count_stddev:g}')
+    print_fn(f'  clipped counts noised with std {count_stddev:g}: the '
+             f'paper\'s m / 20 = {default:g} would raise the model\'s noise '
+             f'by more than {policy.VALUE_NOISE_INFLATION - 1:.0%} at this z, '
+             'or leave it no budget')
+  return flags, count_stddev
 
 
 def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
@@ -45,17 +66,20 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
   noise_per_client = least_noise_per_client(request, target_zcdp)
   m_sim = request.clients_per_round
   least_z = float(f'{noise_per_client * m_sim:.4g}')
+  ceiling = launch_lib.report_goal_ceiling(request.population,
+                                           request.max_report_goal)
   print_fn(f'Practice 6: learning rates with adaptive clipping at z = '
            f'{least_z:g} ({m_sim} clients a round: the least noise per '
            f'client, z / m = {noise_per_client:.4g}, the privacy target '
-           f'allows at report goal {request.max_report_goal})')
+           f'allows at report goal {ceiling})')
   lr_rows = []
   warmup = max(1, budget.rounds // 5)
+  adaptive_flags, count_stddev = adaptive_tuning_flags(
+      least_z, m_sim, warmup=warmup, print_fn=print_fn)
   for client_lr, server_lr in budget.learning_rates:
     flags = search.simulation_flags(
         aggregator='dp_ftrl_adaptive', client_lr=client_lr,
-        server_lr=server_lr, noise_multiplier=least_z) + [
-            f'--restart_warmup={warmup}']
+        server_lr=server_lr, noise_multiplier=least_z) + adaptive_flags
     lr_rows.append(search.simulate(
         f'lr_c{client_lr:g}_s{server_lr:g}', flags, stage='learning_rate',
         client_lr=client_lr, server_lr=server_lr,
@@ -127,6 +151,7 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
       target=target, noise_rows=noise_rows, chosen=chosen,
       meets_utility=meets_utility, plan=plan,
       least_noise_per_client=noise_per_client,
+      clipped_count_stddev=count_stddev,
       stopped_by_budget=stopped_by_budget)
   report_lib.write(request.output_dir, result, plan=plan)
   return result

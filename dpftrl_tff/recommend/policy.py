@@ -15,16 +15,25 @@ with the reason in words for `recommendation.md`:
                         privacy target at the same noise per client (z / m),
                         or the largest allowed with more noise (a warning);
   timer                 practice 4: the shortest timer whose MinS comes near
-                        the largest the population allows.
+                        the largest the population allows;
+  clipped_count_stddev  practice 6's count noise: the paper's m / 20, or
+                        more when the model's noise would grow by more than
+                        `VALUE_NOISE_INFLATION` (Theorem 1).
 """
 
 import dataclasses
 import math
 from typing import Callable, Dict, List, Optional, Sequence
 
+from dpftrl_tff.accounting import adaptive as adaptive_accounting
+
 # Practice 4: a timer "approaches" the population's MinS cap when its
 # observed MinS reaches this share of it.
 TIMER_MIN_SEP_SHARE = 0.9
+
+# Practice 6: adaptive clipping's count release may raise the model's noise
+# multiplier z_Delta above the budget's z by at most this factor.
+VALUE_NOISE_INFLATION = 1.05
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,6 +172,38 @@ def timer(simulations: Sequence[Dict],
       return s
   return max(ordered, key=lambda s: (s['observed_min_separation'],
                                      -s['timer_hours']))
+
+
+def clipped_count_stddev(noise_multiplier: float,
+                         clients_per_round: int) -> float:
+  """sigma_b for practice 6's adaptive-clipping runs at z and m.
+
+  Theorem 1 splits the budget of z between the clipped counts (std sigma_b)
+  and the model (z_Delta):
+
+    z_Delta = z / sqrt(1 - (z / (2 sigma_b))^2).
+
+  The paper's sigma_b = m / 20 keeps z_Delta near z only while z is well
+  below m / 10: at 20 clients and z = 1.99 (a population of 100,000 at
+  epsilon 1) it gives z_Delta = 18.6, and above z = 2 no z_Delta exists.
+  Practice 6 must tune at the noise the target allows, so sigma_b is the
+  larger of m / 20 and the least value with z_Delta <= VALUE_NOISE_INFLATION
+  z: sigma_b = z / (2 sqrt(1 - VALUE_NOISE_INFLATION^-2)), 1.64 z.
+  A larger sigma_b makes the clip's estimate noisier (the counts' relative
+  noise is sigma_b / m), not the model.
+  """
+  least = noise_multiplier / (
+      2.0 * math.sqrt(1.0 - VALUE_NOISE_INFLATION**-2))
+  return max(adaptive_accounting.default_clipped_count_stddev(
+      clients_per_round), least)
+
+
+def round_up(value: float, digits: int = 4) -> float:
+  """`value` rounded up to `digits` significant digits (a flag value that
+  keeps a lower bound)."""
+  scale = 10.0**(digits - 1 - math.floor(math.log10(value)))
+  rounded = math.ceil(value * scale - 1e-9) / scale
+  return float(f'{rounded:.{digits}g}')
 
 
 def noise_grid(base: float, factors: Sequence[float]) -> List[float]:

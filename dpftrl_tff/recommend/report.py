@@ -29,7 +29,7 @@ def _strip(row: Dict) -> Dict:
 
 def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           unigram, target, noise_rows, chosen, meets_utility, plan,
-          least_noise_per_client,
+          least_noise_per_client, clipped_count_stddev,
           stopped_by_budget=False) -> Dict:
   """recommendation.json's content."""
   out = os.path.abspath(request.output_dir)
@@ -83,6 +83,7 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
                   pretrain_steps=budget.pretrain_steps,
                   quick=request.quick),
       least_noise_per_client=least_noise_per_client,
+      learning_rate_clipped_count_stddev=clipped_count_stddev,
       learning_rate_runs=[_strip(r) for r in lr_rows],
       no_dp_run=_strip(no_dp),
       noise_runs=[_strip(r) for r in noise_rows],
@@ -288,7 +289,9 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
        if budget['pretrain_steps'] else
        'None: the corpus has no public text (or --pretrain_steps=0).'), '',
       '## 2. Learning rates and clip (practice 6)',
-      f'Adaptive clipping (Algorithm 1, target quantile 0.5) at z = '
+      f'Adaptive clipping (Algorithm 1, target quantile 0.5, clipped counts '
+      f'noised with std {result["learning_rate_clipped_count_stddev"]:.4g}) '
+      f'at z = '
       f'{result["learning_rate_runs"][0]["noise_multiplier"]:g}, the least '
       f'noise the privacy target allows at the largest report goal '
       f'(z / m = {result["least_noise_per_client"]:.4g}), '

@@ -8,8 +8,10 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from dpftrl_tff import accounting
+from dpftrl_tff.aggregators.mechanisms import adaptive
 from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.recommend import launch
+from dpftrl_tff.recommend import pipeline
 from dpftrl_tff.recommend import policy
 
 
@@ -80,6 +82,52 @@ class LargestNoiseTest(parameterized.TestCase):
   def test_noise_grid(self):
     self.assertEqual(policy.noise_grid(0.013127, (1, 2, 4)),
                      [0.01313, 0.02625, 0.05251])
+
+
+class CountNoiseTest(parameterized.TestCase):
+  # Practice 6's sigma_b against Theorem 1's z_Delta, computed here.
+
+  @staticmethod
+  def _value_noise(z, sigma_b):
+    return 1.0 / math.sqrt(1.0 / z**2 - 1.0 / (2.0 * sigma_b)**2)
+
+  def test_the_papers_default_while_it_costs_the_model_little(self):
+    # The git and SymPy recommendations' z at 20 clients (README).
+    for z in (0.0269, 0.1077, 0.6):
+      self.assertEqual(policy.clipped_count_stddev(z, 20), 1.0)
+      self.assertLessEqual(self._value_noise(z, 1.0), 1.05 * z)
+    flags, sigma_b = pipeline.adaptive_tuning_flags(
+        0.1077, 20, warmup=38, print_fn=lambda _: None)
+    self.assertEqual(flags, ['--restart_warmup=38'])
+    self.assertEqual(sigma_b, 1.0)
+
+  @parameterized.parameters(0.7, 1.988, 2.0, 2.283, 19.6, 2283.0)
+  def test_raised_where_the_default_fails_or_inflates(self, z):
+    # The default m / 20 = 1 at 20 clients: z_Delta 18.6 at z = 1.988
+    # (a population of 100,000 at epsilon 1), none from z = 2 on.
+    if z < 2:
+      self.assertGreater(self._value_noise(z, 1.0), 1.05 * z)
+    sigma_b = policy.clipped_count_stddev(z, 20)
+    self.assertAlmostEqual(self._value_noise(z, sigma_b), 1.05 * z,
+                           delta=1e-9 * z)
+    printed = []
+    flags, flag_value = pipeline.adaptive_tuning_flags(
+        z, 20, warmup=38, print_fn=printed.append)
+    self.assertEqual(flags, ['--restart_warmup=38',
+                             f'--clipped_count_stddev={flag_value:g}'])
+    self.assertGreaterEqual(flag_value, sigma_b)
+    self.assertLess(flag_value, sigma_b * (1 + 1e-3))
+    self.assertIn('std', printed[0])
+    # The training binary's own check accepts it; z_Delta as above.
+    settings = adaptive.AdaptiveSettings(clipped_count_stddev=flag_value)
+    self.assertEqual(settings.validate(z, 20), flag_value)
+    self.assertLessEqual(accounting.value_noise_multiplier(z, flag_value),
+                         1.05 * z * (1 + 1e-12))
+
+  @parameterized.parameters((1.00001, 1.001), (1.64, 1.64), (3.74401, 3.745),
+                            (1234.5, 1235.0), (0.012341, 0.01235))
+  def test_round_up(self, value, expected):
+    self.assertEqual(policy.round_up(value), expected)
 
 
 class ReportGoalTest(absltest.TestCase):
@@ -162,6 +210,27 @@ class LaunchTest(absltest.TestCase):
         report_goal=plan.report_goal, aggregator='dp_ftrl')
     self.assertAlmostEqual(plan.privacy['epsilon'], report['epsilon'],
                            delta=1e-6)
+
+  def test_report_goal_ceiling_is_the_devices_active_a_day(self):
+    self.assertEqual(launch.report_goal_ceiling(4_210_000, 6500), 6500)
+    self.assertEqual(launch.report_goal_ceiling(10_000, 6500), 5000)
+    self.assertEqual(launch.report_goal_ceiling(10_001, 6500), 5000)
+    everyone = launch.participation.TimerSettings(daily_active_fraction=1)
+    self.assertEqual(launch.report_goal_ceiling(10_000, 6500, everyone),
+                     6500)
+
+  def test_plan_never_simulates_a_report_goal_no_round_could_fill(self):
+    # 10,000 devices, half active a day: report goals up to 5000 (a 6500
+    # made the timer model refuse, after every simulation of recommend).
+    rho = accounting.zcdp_for_epsilon(1, 1e-10)
+    plan = launch.plan(noise_per_client=0.05, population=10_000,
+                       rounds=200, smallest_report_goal_=20,
+                       largest_report_goal=6500, target_zcdp=rho,
+                       delta=1e-10, timer_hours=None)
+    goals = {s['report_goal'] for s in plan.timer_simulations}
+    self.assertLessEqual(max(goals), 5000)
+    self.assertLessEqual(plan.report_goal, 5000)
+    self.assertLessEqual(plan.privacy['zcdp'], rho * (1 + 1e-9))
 
   def test_plan_capped_raises_noise_above_the_simulated(self):
     rho = accounting.zcdp_for_epsilon(1, 1e-10)

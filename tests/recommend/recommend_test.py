@@ -99,6 +99,8 @@ class RecommendTest(absltest.TestCase):
         (['--timer_hours=x'], '--timer_hours'),
         (['--max_report_goal=2', '--clients_per_round=20'],
          '--max_report_goal'),
+        (['--population=30'], '--population=30: its launch can have a '
+         'report goal of at most 15'),
         (['--cache_dir=/nonexistent'], '/nonexistent'))
     # One process for these (one TensorFlow import) ...
     results = fixtures.run_module_cases('experiments.recommend', [
