@@ -175,10 +175,15 @@ def plan():
   mechanism = _mechanism()
   # The same noise per client at every report goal (paper Sec. 2.2).
   noise_of = {m: _NOISE.value * m / _REFERENCE.value for m in report_goals}
+  timer = config_lib.from_flags(_TIMER, participation.TimerSettings)
   for m, z in noise_of.items():
     if m > _POPULATION.value:
       raise ValueError(f'--report_goals: {m} is above --population='
                        f'{_POPULATION.value}.')
+    if _MODEL.value == 'timer':
+      for hours in timers:
+        dataclasses.replace(timer, timer_hours=hours).validate(
+            _POPULATION.value, m, report_goal_flag='--report_goals')
     # The mechanism's settings, refused before any simulation as the
     # accountant refuses them (at the participation the population allows).
     launch.privacy(rounds=_ROUNDS.value, report_goal=m, noise_multiplier=z,
@@ -189,7 +194,6 @@ def plan():
   candidates = []
   for m, z in noise_of.items():
     for hours in timers:
-      timer = config_lib.from_flags(_TIMER, participation.TimerSettings)
       sim = participation.simulate(
           population=_POPULATION.value, rounds=_ROUNDS.value, report_goal=m,
           model=_MODEL.value, seed=_SEED.value,

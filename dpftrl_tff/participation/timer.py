@@ -71,7 +71,10 @@ class TimerSettings:
   max_wait_hours: float = settings.setting(
       24.0, 'timer: longest wait for a full round before running short.')
 
-  def validate(self, num_clients: int, report_goal: int):
+  def validate(self, num_clients: int, report_goal: int, *,
+               report_goal_flag: str = '--clients_per_round'):
+    """Errors name the flags; `report_goal_flag` the one that set the
+    report goal (training's, or `plan_launch`'s `--report_goals`)."""
     checks.check_positive(self.timer_hours, '--timer_hours')
     checks.check_positive(self.round_minutes, '--round_minutes')
     if self.timer_hours * 60 < self.round_minutes:
@@ -96,7 +99,7 @@ class TimerSettings:
     active = num_clients * self.daily_active_fraction
     if report_goal > active:
       raise ValueError(
-          f'--clients_per_round={report_goal} is above the {active:.0f} '
+          f'{report_goal_flag}={report_goal} is above the {active:.0f} '
           f'devices active on a day ({num_clients} clients x '
           f'--daily_active_fraction={self.daily_active_fraction}): no round '
           f'could fill its report goal.')
