@@ -110,7 +110,8 @@ def start_worker(port: int, *, cpus: Optional[Iterable[int]] = None,
   """Starts TFF's worker_binary serving on `port` (all interfaces).
 
   As TFF starts its local worker, with the allocator settings of local runs
-  (`runtime.configure_allocator`, through the environment); the kernel
+  (`runtime.configure_allocator`, through the environment) and the
+  worker's TensorFlow settings (`tff_compat.worker.worker_environment`); the kernel
   kills the worker when the calling thread's process dies
   (PR_SET_PDEATHSIG), so none outlives its parent.
 
@@ -135,7 +136,8 @@ def start_worker(port: int, *, cpus: Optional[Iterable[int]] = None,
           f'--max_concurrent_computation_calls='
           f'{max_concurrent_computation_calls}']
   return subprocess.Popen(args, stdout=stdout, stderr=stderr,
-                          preexec_fn=before_exec)
+                          preexec_fn=before_exec,
+                          env=worker_patch.worker_environment())
 
 
 def channel(worker: Worker):

@@ -4,9 +4,11 @@ TFF starts its C++ `worker_binary` with `subprocess.Popen` from
 `executor_factory`; a worker left behind by a parent killed with SIGKILL (or
 SIGTERM during a long C++ call) holds its parent's pipes open for ever.
 `patch_worker_launch` makes TFF start its workers with PR_SET_PDEATHSIG =
-SIGKILL, and bounds TFF's unbounded wait for a stopping worker.
+SIGKILL and `worker_environment()`, and bounds TFF's unbounded wait for a
+stopping worker.
 """
 
+import os
 import signal
 import subprocess
 import types
@@ -22,6 +24,26 @@ def _die_with_parent():  # Runs in the forked child, before exec.
   libc = runtime._load_libc()  # pylint: disable=protected-access
   if libc:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+# TensorFlow settings of every worker, unless the environment sets them.
+# The worker runs a cohort's clients concurrently (TFF's executor, one call
+# per client), so the cores are already shared out among clients; with
+# TensorFlow's default of one intra-op thread per core each client's small
+# kernels were also split across the cores, and the threads' hand-offs and
+# spinning cost CPU: at paper scale (20 clients, 3,582 sequences) a round
+# took 3.35 s and 5.9 CPU-s, with one intra-op thread 2.65 s and 5.2 CPU-s
+# (docs/performance.md, 2026-11-27, eighth stop).
+WORKER_ENVIRONMENT = {'TF_NUM_INTRAOP_THREADS': '1'}
+
+
+def worker_environment():
+  """The environment a TFF worker starts with: this process's, with
+  `WORKER_ENVIRONMENT` where it sets nothing."""
+  env = dict(os.environ)
+  for name, value in WORKER_ENVIRONMENT.items():
+    env.setdefault(name, value)
+  return env
 
 
 # How long an unbounded wait() on a worker lasts before SIGKILL.
@@ -40,6 +62,8 @@ class _WorkerPopen(subprocess.Popen):
 
   def __init__(self, *args, **kwargs):
     kwargs.setdefault('preexec_fn', _die_with_parent)
+    if kwargs.get('env') is None:
+      kwargs['env'] = worker_environment()
     super().__init__(*args, **kwargs)
 
   def wait(self, timeout=None):

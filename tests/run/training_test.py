@@ -572,6 +572,8 @@ class BinaryTest(parameterized.TestCase):
   def test_killed_binary_leaves_no_worker(self, signum):
     before = set(runtime.worker_pids())
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+    for name in worker.WORKER_ENVIRONMENT:   # Set for the worker alone.
+      env.pop(name, None)
     flags = _tiny_flags(tempfile.mkdtemp())
     flags[flags.index('--total_rounds=2')] = '--total_rounds=500'
     proc = subprocess.Popen(
@@ -591,6 +593,10 @@ class BinaryTest(parameterized.TestCase):
     for name in runtime.ALLOCATOR_SETTINGS:
       self.assertTrue(any(e.startswith(name.encode() + b'=')
                           for e in worker_env), name)
+    # The worker's TensorFlow settings, which the binary's own process
+    # did not have.
+    for name, value in worker.WORKER_ENVIRONMENT.items():
+      self.assertIn(f'{name}={value}'.encode(), worker_env)
     proc.send_signal(signum)
     rest = proc.communicate(timeout=60)[0]   # EOF: nobody holds the pipe
     if signum == signal.SIGINT:
@@ -603,6 +609,17 @@ class BinaryTest(parameterized.TestCase):
 
 
 class WorkerStopTest(absltest.TestCase):
+
+  def test_worker_environment_keeps_what_the_environment_sets(self):
+    with mock.patch.dict(os.environ, {'TF_NUM_INTRAOP_THREADS': '2'}):
+      self.assertEqual(worker.worker_environment()['TF_NUM_INTRAOP_THREADS'],
+                       '2')
+    with mock.patch.dict(os.environ):
+      os.environ.pop('TF_NUM_INTRAOP_THREADS', None)
+      env = worker.worker_environment()
+      self.assertEqual(env['TF_NUM_INTRAOP_THREADS'], '1')
+      self.assertNotIn('TF_NUM_INTRAOP_THREADS', os.environ)
+      self.assertEqual(env['PATH'], os.environ['PATH'])
 
   def test_unbounded_wait_kills_a_worker_that_ignores_sigint(self):
     # TFF stops a replaced context's worker with SIGINT and wait(); one that
