@@ -111,8 +111,8 @@ def start_worker(port: int, *, cpus: Optional[Iterable[int]] = None,
 
   As TFF starts its local worker, with the allocator settings of local runs
   (`runtime.configure_allocator`, through the environment) and the
-  worker's TensorFlow settings (`tff_compat.worker.worker_environment`); the kernel
-  kills the worker when the calling thread's process dies
+  worker's TensorFlow settings (`tff_compat.worker.worker_environment`);
+  the kernel kills the worker when the calling thread's process dies
   (PR_SET_PDEATHSIG), so none outlives its parent.
 
   Args:

@@ -31,9 +31,11 @@ def _die_with_parent():  # Runs in the forked child, before exec.
 # per client), so the cores are already shared out among clients; with
 # TensorFlow's default of one intra-op thread per core each client's small
 # kernels were also split across the cores, and the threads' hand-offs and
-# spinning cost CPU: at paper scale (20 clients, 3,582 sequences) a round
-# took 3.35 s and 5.9 CPU-s, with one intra-op thread 2.65 s and 5.2 CPU-s
-# (docs/performance.md, 2026-11-27, eighth stop).
+# spinning cost CPU: at paper scale (20 clients, 3,582 sequences, 2 cores)
+# a round took 3.37 s and 5.9 CPU-s, with one intra-op thread 2.74 s and
+# 5.3 CPU-s (docs/performance.md, 2026-11-27, eighth stop). On a machine
+# with more cores than a worker has clients at once, set
+# TF_NUM_INTRAOP_THREADS in the environment (docs/scaling.md).
 WORKER_ENVIRONMENT = {'TF_NUM_INTRAOP_THREADS': '1'}
 
 
