@@ -413,14 +413,27 @@ def print_adaptive_against_fixed(study: Study, runs: dict):
           f'({pct(gap, " points", "+")})')
 
 
+def target_line(target: dict, rounds: int) -> str:
+  """One run's line of `print_findings`: when it reached the target
+  accuracy and the rho-zCDP spent by then (4 significant digits)."""
+  if target['rounds_to_target'] is None:
+    reached = f'not reached in {rounds} rounds'
+  else:
+    zcdp = target['zcdp_at_target']
+    reached = f'reached at round {target["rounds_to_target"]}' + (
+        '' if zcdp is None else f' (rho-zCDP then {zcdp:.4g})')
+  final = target['final_accuracy']
+  final = f'{100 * final:.2f}%' if np.isfinite(final) else 'not finite'
+  return (f'{target["run"]:10} seed {target["seed"]}: target {reached}, '
+          f'final {final}')
+
+
 def print_findings(study: Study, runs: dict, targets, target: float,
                     main_steps: int):
   """Rounds to the target per run, and what pretraining saves per seed."""
   print(f'Target accuracy {100 * target:.2f}%.')
   for t in targets:
-    print(f'  {t["run"]:10} seed {t["seed"]}: rounds to target '
-          f'{t["rounds_to_target"]}, zCDP then {t["zcdp_at_target"]}, final '
-          f'{100 * t["final_accuracy"]:.2f}%')
+    print(f'  {target_line(t, study.scale.rounds)}')
   rounds = study.scale.rounds
   for seed in study.seeds:
     fixed = rounds_to_target(runs[('fixed', seed)], target)

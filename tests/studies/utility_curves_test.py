@@ -98,6 +98,23 @@ class AdaptiveAgainstFixedTest(absltest.TestCase):
     self.assertNotIn('nan', text)
 
 
+class TargetLineTest(absltest.TestCase):
+
+  def test_reached_and_not_reached_read_as_words_and_short_numbers(self):
+    reached = dict(run='fixed', seed=1, rounds_to_target=200,
+                   zcdp_at_target=1249.9999999999998, final_accuracy=0.1025)
+    self.assertEqual(
+        utility_curves.target_line(reached, 200),
+        'fixed      seed 1: target reached at round 200 (rho-zCDP then '
+        '1250), final 10.25%')
+    missed = dict(run='adaptive', seed=3, rounds_to_target=None,
+                  zcdp_at_target=None, final_accuracy=float('nan'))
+    self.assertEqual(
+        utility_curves.target_line(missed, 200),
+        'adaptive   seed 3: target not reached in 200 rounds, final not '
+        'finite')
+
+
 class ReproduceUtilityCurvesGitTest(absltest.TestCase):
   # End to end once, on real text; the generated data's path differs only in
   # where the database comes from (`Runner`), which the training tests and
