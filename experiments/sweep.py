@@ -69,6 +69,7 @@ def main(argv):
       raise ValueError('--axis: give at least one axis.')
     seeds = sweeps.parse_seeds(_SEEDS.value)
     sweeps.check_flagfile(_FLAGFILE.value)
+    sweeps.check_points(sweeps.grid_points(axes, ties))
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2

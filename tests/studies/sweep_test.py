@@ -24,6 +24,34 @@ from dpftrl_tff.studies import training_runs
 from tests import fixtures
 
 
+_BAD_INPUT = (
+    ('axis_value_its_flag_cannot_take', ['--axis=clients_per_round=4,abc'],
+     "--axis / --tie point {'clients_per_round': 'abc'}"),
+    ('unknown_axis_flag', ['--axis=nonexistent_flag=1,2'],
+     'is not a training flag'),
+    ('tie_to_no_axis', ['--axis=clients_per_round=10',
+                        '--tie=noise_multiplier=0.025*client_lr'],
+     'is not an --axis'),
+    ('no_axis', [], '--axis: give at least one axis'),
+)
+
+
+class SweepBinaryBadInputTest(fixtures.BadInputTest):
+  # The binary's own lines (the library's checks are tested below): exit 2,
+  # no traceback, before any run.
+  MODULE = 'experiments.sweep'
+  CASES = _BAD_INPUT
+  RETURNCODE = 2
+
+  @classmethod
+  def case_args(cls, args):
+    return [f'--root_output_dir={tempfile.mkdtemp()}', *args]
+
+  @parameterized.named_parameters(fixtures.case_parameters(_BAD_INPUT))
+  def test_bad_input_is_refused_clearly(self, case, expected):
+    self.check_refused(case, expected)
+
+
 class GridTest(parameterized.TestCase):
 
   def test_tied_axis_keeps_z_over_m_constant(self):
