@@ -93,12 +93,24 @@ def run() -> dict:
   config = dataclasses.replace(
       config_lib.from_flags(_MODEL), seed=_SEED.value,
       eval_sentences_per_author=_EVAL_PER_AUTHOR.value)  # Validated when made.
+  # Validated when made too: a bad --steps is refused before any data is
+  # generated or read.
+  pretrain_config = pretraining.PretrainConfig(
+      steps=_STEPS.value, batch_size=_BATCH.value,
+      learning_rate=_LR.value, steps_per_checkpoint=_CKPT.value,
+      steps_per_eval=_EVAL_EVERY.value,
+      shuffle_buffer_size=_SHUFFLE.value, seed=_SEED.value)
+  pretrain_config.validate()
   so = data_flags.load(data_flags.from_flags(_DATA), _ROOT.value,
                        config.vocab_size)
   if _TFDS_NAME.value == public_corpus.EMBEDDED_NAME:
     data_dir = _TFDS_DIR.value or os.path.join(_ROOT.value, 'tfds')
     generated = so.generated or {}
-    if so.generated is None:
+    if so.generated is None and public_corpus.has_public_text(so.cache_dir):
+      print(f'Note: the embedded public corpus speaks the generated data\'s '
+            f'language, not this corpus\'s; {so.cache_dir} has public text '
+            f'of its own: --tfds_name={public_corpus.PUBLIC_TEXT_NAME}.')
+    elif so.generated is None:
       print('Note: the embedded public corpus speaks the generated data\'s '
             'language; with real StackOverflow data use a real corpus '
             '(--tfds_name=lm1b, wiki40b/en, c4/en).')
@@ -124,11 +136,7 @@ def run() -> dict:
       sequence_length=config.sequence_length,
       per_client=_EVAL_PER_AUTHOR.value)
   metadata = pretraining.pretrain(
-      config, pretraining.PretrainConfig(
-          steps=_STEPS.value, batch_size=_BATCH.value,
-          learning_rate=_LR.value, steps_per_checkpoint=_CKPT.value,
-          steps_per_eval=_EVAL_EVERY.value,
-          shuffle_buffer_size=_SHUFFLE.value, seed=_SEED.value),
+      config, pretrain_config,
       sentences=public_corpus.sentences(builder, _TFDS_SPLIT.value),
       vocab=so.vocab, output_dir=_OUTPUT.value, corpus=corpus,
       vocab_source=so.description.get('database'),

@@ -201,6 +201,15 @@ class PretrainBinaryTest(absltest.TestCase):
     self.assertIn('tfds build lm1b', proc.stderr)
     self.assertNotIn('Traceback', proc.stderr)
 
+  def test_bad_steps_are_refused_before_any_data_is_read(self):
+    proc = fixtures.run_module(
+        'experiments.pretrain', '--steps=0', '--cache_dir=/nonexistent',
+        f'--output_dir={tempfile.mkdtemp()}/p')
+    self.assertEqual(proc.returncode, 2, proc.stderr[-2000:])
+    # The steps' line, not the missing database's (read after).
+    self.assertIn('--steps must be an integer >= 1, got 0', proc.stderr)
+    self.assertNotIn('Traceback', proc.stderr)
+
 
 if __name__ == '__main__':
   absltest.main()
