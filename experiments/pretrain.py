@@ -93,8 +93,7 @@ def run() -> dict:
   config = dataclasses.replace(
       config_lib.from_flags(_MODEL), seed=_SEED.value,
       eval_sentences_per_author=_EVAL_PER_AUTHOR.value)  # Validated when made.
-  # Validated when made too: a bad --steps is refused before any data is
-  # generated or read.
+  # Validated here, before any data is generated or read.
   pretrain_config = pretraining.PretrainConfig(
       steps=_STEPS.value, batch_size=_BATCH.value,
       learning_rate=_LR.value, steps_per_checkpoint=_CKPT.value,
@@ -106,14 +105,14 @@ def run() -> dict:
   if _TFDS_NAME.value == public_corpus.EMBEDDED_NAME:
     data_dir = _TFDS_DIR.value or os.path.join(_ROOT.value, 'tfds')
     generated = so.generated or {}
-    if so.generated is None and public_corpus.has_public_text(so.cache_dir):
-      print(f'Note: the embedded public corpus speaks the generated data\'s '
-            f'language, not this corpus\'s; {so.cache_dir} has public text '
-            f'of its own: --tfds_name={public_corpus.PUBLIC_TEXT_NAME}.')
-    elif so.generated is None:
+    if so.generated is None:
       print('Note: the embedded public corpus speaks the generated data\'s '
-            'language; with real StackOverflow data use a real corpus '
-            '(--tfds_name=lm1b, wiki40b/en, c4/en).')
+            'language; ' + (
+                f'{so.cache_dir} has public text of its own: '
+                f'--tfds_name={public_corpus.PUBLIC_TEXT_NAME}.'
+                if public_corpus.has_public_text(so.cache_dir) else
+                'with real StackOverflow data use a real corpus '
+                '(--tfds_name=lm1b, wiki40b/en, c4/en).'))
     builder = public_corpus.embedded_builder(
         data_dir, language_seed=generated.get('seed', 0),
         num_words=generated.get('num_words', 4000),

@@ -15,13 +15,12 @@ from dpftrl_tff.recommend import report as report_lib
 from dpftrl_tff.recommend import search as search_lib
 
 
-def least_noise_per_client(request: search_lib.Request,
-                           target_zcdp: float) -> float:
-  """z / m the privacy target needs at the largest report goal the
+def least_noise_per_client(request: search_lib.Request, target_zcdp: float,
+                           report_goal: int) -> float:
+  """z / m the privacy target needs at `report_goal`, the largest the
   population allows (`launch.report_goal_ceiling`), with its MinS cap: no
   launch can have less noise per client."""
-  m = launch_lib.report_goal_ceiling(request.population,
-                                     request.max_report_goal)
+  m = report_goal
   z = launch_lib.noise_for_target(
       rounds=request.launch_rounds, report_goal=m, target_zcdp=target_zcdp,
       delta=request.delta,
@@ -63,11 +62,11 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
   search.pretrain()
 
   # Practice 6: learning rates with adaptive clipping at the least noise.
-  noise_per_client = least_noise_per_client(request, target_zcdp)
-  m_sim = request.clients_per_round
-  least_z = float(f'{noise_per_client * m_sim:.4g}')
   ceiling = launch_lib.report_goal_ceiling(request.population,
                                            request.max_report_goal)
+  noise_per_client = least_noise_per_client(request, target_zcdp, ceiling)
+  m_sim = request.clients_per_round
+  least_z = float(f'{noise_per_client * m_sim:.4g}')
   print_fn(f'Practice 6: learning rates with adaptive clipping at z = '
            f'{least_z:g} ({m_sim} clients a round: the least noise per '
            f'client, z / m = {noise_per_client:.4g}, the privacy target '

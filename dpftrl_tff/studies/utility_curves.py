@@ -402,15 +402,19 @@ def adaptive_against_fixed(study: Study, runs: dict):
   return rows
 
 
+def _percent(value, unit='%', sign=''):
+  """An accuracy (a fraction) in percent, 2 decimals; 'not finite' for
+  NaN or infinity (never shown as a number)."""
+  return (f'{100 * value:{sign}.2f}{unit}' if np.isfinite(value) else
+          'not finite')
+
+
 def print_adaptive_against_fixed(study: Study, runs: dict):
   print(f'Adaptive against fixed clip, eval accuracy (mean over seeds '
         f'{", ".join(map(str, study.seeds))}):')
-  def pct(value, unit='%', sign=''):
-    return (f'{100 * value:{sign}.2f}{unit}' if np.isfinite(value) else
-            'not finite')
   for x, fixed, adaptive, gap in adaptive_against_fixed(study, runs):
-    print(f'  round {x}: fixed {pct(fixed)}, adaptive {pct(adaptive)} '
-          f'({pct(gap, " points", "+")})')
+    print(f'  round {x}: fixed {_percent(fixed)}, adaptive '
+          f'{_percent(adaptive)} ({_percent(gap, " points", "+")})')
 
 
 def target_line(target: dict, rounds: int) -> str:
@@ -422,10 +426,8 @@ def target_line(target: dict, rounds: int) -> str:
     zcdp = target['zcdp_at_target']
     reached = f'reached at round {target["rounds_to_target"]}' + (
         '' if zcdp is None else f' (rho-zCDP then {zcdp:.4g})')
-  final = target['final_accuracy']
-  final = f'{100 * final:.2f}%' if np.isfinite(final) else 'not finite'
   return (f'{target["run"]:10} seed {target["seed"]}: target {reached}, '
-          f'final {final}')
+          f'final {_percent(target["final_accuracy"])}')
 
 
 def print_findings(study: Study, runs: dict, targets, target: float,
