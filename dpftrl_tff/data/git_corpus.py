@@ -20,16 +20,18 @@ What a commit message becomes (`message_sentences`):
   scissors lines;
 * removed from the text: URLs and e-mail addresses;
 * the subject line is one sentence; body paragraphs are joined and split at
-  sentence ends (`. `, `? `, `! `); bullets start a new sentence;
-* tokenized as TFF's StackOverflow `tokens`: lower case, punctuation split
-  off as its own token, English contractions split ("don't" -> "do n't"),
-  tokens joined by single spaces; sentences of fewer than
-  `min_tokens_per_sentence` tokens are dropped.
+  sentence ends (`. `, `? `, `! `, and CJK's `。`, `！`, `？`);
+  bullets start a new sentence;
+* tokenized as TFF's StackOverflow `tokens`: lower case, words of any
+  script ("für", "ошибку"), CJK ideographs and kana one token each,
+  punctuation split off as its own token, English contractions split
+  ("don't" -> "do n't"), tokens joined by single spaces; sentences of
+  fewer than `min_tokens_per_sentence` tokens are dropped.
 
 Clients: an author's identity (the e-mail git reports, after .mailmap) is
 replaced on reading by its HMAC-SHA256 under a random salt drawn for this
 process and never stored; client ids are sequence numbers in order of the
-author's first commit (date, then commit id), so the database depends only
+author's first commit (its time in UTC, then commit id), so the database depends only
 on the input and `seed`, never on the salt. Authors with fewer than
 `min_examples_per_client` sentences are left out. Splits are by author:
 `split='random'` permutes the authors with `seed`; `split='date'` gives the
@@ -48,6 +50,7 @@ project's TFDS dataset `dpftrl_public_text` in `<output_dir>/tfds` for
 import bz2
 import collections
 import dataclasses
+import datetime
 import gzip
 import hashlib
 import hmac
@@ -86,6 +89,19 @@ class Commit:
   author_key: str
   date: str
   message: str
+
+
+def commit_time(date: str) -> float:
+  """Seconds since the epoch of an ISO 8601 date ("2005-04-07",
+  "2005-04-07T15:13:13-07:00", "...Z"); without a UTC offset, UTC.
+
+  Commits and sentences are ordered by this, not by the date's text, whose
+  order is not time's across UTC offsets. Raises ValueError otherwise.
+  """
+  when = datetime.datetime.fromisoformat(date.strip())
+  if when.tzinfo is None:
+    when = when.replace(tzinfo=datetime.timezone.utc)
+  return when.timestamp()
 
 
 # ---- Reading commits.
@@ -149,6 +165,13 @@ def read_commits_jsonl(path: str, hasher=None) -> Iterator[Commit]:
   hasher = hasher or _AuthorHasher()
   for number, obj in _read_jsonl(path, 'commits_jsonl',
                                  ('author', 'date', 'message')):
+    try:
+      commit_time(obj['date'])
+    except ValueError:
+      raise CorpusError(
+          f'--commits_jsonl={path}, line {number}: date {obj["date"]!r} is '
+          f'not ISO 8601 (YYYY-MM-DD, optionally THH:MM:SS and a UTC '
+          f'offset, as git log --format=%aI prints).') from None
     yield Commit(str(obj.get('commit', number)), hasher(obj['author']),
                  obj['date'], obj['message'])
 
@@ -266,9 +289,9 @@ class BuildSettings:
 
 @dataclasses.dataclass
 class _Author:
-  first_date: str
+  first_time: float
   first_commit: str
-  sentences: List[tuple]   # (date, tokens)
+  sentences: List[tuple]   # (commit_time, date, tokens)
 
 
 def group_by_author(commits: Iterable[Commit], settings: BuildSettings
@@ -285,12 +308,13 @@ def group_by_author(commits: Iterable[Commit], settings: BuildSettings
       continue
     sentences = message_sentences(
         c.message, min_tokens_per_sentence=settings.min_tokens_per_sentence)
+    when = commit_time(c.date)
     author = authors.get(c.author_key)
     if author is None:
-      author = authors[c.author_key] = _Author(c.date, c.commit, [])
-    elif (c.date, c.commit) < (author.first_date, author.first_commit):
-      author.first_date, author.first_commit = c.date, c.commit
-    author.sentences.extend((c.date, s) for s in sentences)
+      author = authors[c.author_key] = _Author(when, c.commit, [])
+    elif (when, c.commit) < (author.first_time, author.first_commit):
+      author.first_time, author.first_commit = when, c.commit
+    author.sentences.extend((when, c.date, s) for s in sentences)
   if count == 0:
     raise CorpusError('The history has no commits.')
   return authors
@@ -301,7 +325,7 @@ def assign_splits(authors: Dict[str, _Author], settings: BuildSettings
   """Kept authors (enough sentences) by split, in client-id order."""
   kept = sorted((a for a in authors.values()
                  if len(a.sentences) >= settings.min_examples_per_client),
-                key=lambda a: (a.first_date, a.first_commit))
+                key=lambda a: (a.first_time, a.first_commit))
   n = len(kept)
   n_heldout = max(1, int(round(settings.heldout_fraction * n)))
   n_test = max(1, int(round(settings.test_fraction * n)))
@@ -353,8 +377,8 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
         cid = f'{number:08d}'
         rows = [(split, cid, stackoverflow.serialize_example(
             tokens=s, date=date, kind='commit'))
-                for date, s in sorted(author.sentences)]
-        for _, s in author.sentences:
+                for _, date, s in sorted(author.sentences)]
+        for _, _, s in author.sentences:
           words = s.split(' ')
           counter.update(words)
           tokens += len(words)

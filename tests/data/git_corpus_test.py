@@ -1,6 +1,7 @@
 """Tests of the git-history corpus (experiments.build_git_corpus)."""
 
 import os
+import random
 import sqlite3
 import subprocess
 import tempfile
@@ -93,6 +94,57 @@ class MessageTest(absltest.TestCase):
     self.assertEqual(git_text.tokenize("Don't call foo.c's frob() now!"),
                      ['do', "n't", 'call', 'foo.c', "'s", 'frob', '(', ')',
                       'now', '!'])
+
+  def test_words_of_any_script_are_tokens(self):
+    decomposed_e = 'e\u0301'   # "e" and a combining acute accent (NFD)
+    cases = {
+        'F\u00fcge Unterst\u00fctzung f\u00fcr \u00c4rger hinzu.':
+            ['f\u00fcge', 'unterst\u00fctzung', 'f\u00fcr',
+             '\u00e4rger', 'hinzu', '.'],
+        f'Donn{decomposed_e}es r{decomposed_e}elles, caf\u00e9-cr\u00e8me':
+            ['donn\u00e9es', 'r\u00e9elles', ',',
+             'caf\u00e9-cr\u00e8me'],
+        '\u0418\u0441\u043f\u0440\u0430\u0432\u0438\u0442\u044c '
+        '\u043e\u0448\u0438\u0431\u043a\u0443':
+            ['\u0438\u0441\u043f\u0440\u0430\u0432\u0438\u0442\u044c',
+             '\u043e\u0448\u0438\u0431\u043a\u0443'],
+        # Hindi: vowel signs and the virama are combining marks.
+        '\u0939\u093f\u0928\u094d\u0926\u0940 \u0938\u0941\u0927'
+        '\u093e\u0930':
+            ['\u0939\u093f\u0928\u094d\u0926\u0940',
+             '\u0938\u0941\u0927\u093e\u0930'],
+        # Chinese and Japanese: an ideograph or kana a token.
+        '\u4fee\u590d\u9519\u8bef\u3002': ['\u4fee', '\u590d', '\u9519',
+                                         '\u8bef', '\u3002'],
+        '\u30d0\u30b0\u3092\u4fee\u6b63': ['\u30d0', '\u30b0',
+                                         '\u3092', '\u4fee', '\u6b63'],
+        # Korean writes spaces between words.
+        '\ubc84\uadf8\ub97c \uc218\uc815': ['\ubc84\uadf8\ub97c',
+                                          '\uc218\uc815'],
+        'fix \u03c3 \u221a\u03c0 \U0001f680 v2.0': [
+            'fix', '\u03c3', '\u221a', '\u03c0', '\U0001f680', 'v2.0'],
+        "Ren\u00e9's patch didn't": ['ren\u00e9', "'s", 'patch', 'did',
+                                      "n't"],
+    }
+    for text, tokens in cases.items():
+      self.assertEqual(git_text.tokenize(text), tokens, text)
+
+  def test_ascii_text_tokenizes_as_the_general_pattern(self):
+    # ASCII text takes a shorter pattern; it must find the same tokens.
+    rng = random.Random(0)
+    alphabet = "ab9Z_-.'` ()!?:;,\t\n/@#ntsrevldm"
+    for _ in range(3000):
+      text = ''.join(rng.choice(alphabet)
+                     for _ in range(rng.randint(0, 30))).lower()
+      self.assertEqual(git_text._ASCII_TOKEN_RE.findall(text),
+                       git_text._token_re().findall(text), repr(text))
+
+  def test_cjk_sentences_end_at_their_marks(self):
+    self.assertEqual(
+        git_text.message_sentences('\u4fee\u590d\u9519\u8bef\u3002\u6dfb'
+                                   '\u52a0\u529f\u80fd\uff01\u5b8c\u6210'),
+        ['\u4fee \u590d \u9519 \u8bef \u3002',
+         '\u6dfb \u52a0 \u529f \u80fd \uff01', '\u5b8c \u6210'])
 
   def test_documents_drop_markup_and_blocks(self):
     text = ('= Title of the page\n:toc:\n\nSome prose here, and more.\n'
@@ -190,6 +242,24 @@ class BuildTest(absltest.TestCase):
     self.assertEqual(messages, ['Corrige le caf\u00e9 de la f\u00eate',
                                 'Na\u00efve d\u00e9j\u00e0 vu'])
 
+  def test_authors_are_ordered_by_time_across_utc_offsets(self):
+    # 10:00 at +09:00 is 01:00 UTC, before 05:00 UTC, though its text sorts
+    # after it; a date without an offset is UTC.
+    commits = [git_corpus.Commit(f'{who}{k}', who, date,
+                                 f'{who} wrote change {k}')
+               for who, date in (('late', '2020-01-01T05:00:00+00:00'),
+                                 ('early', '2020-01-01T10:00:00+09:00'),
+                                 ('last', '2020-01-01 06:00'))
+               for k in range(2)]
+    settings = git_corpus.BuildSettings(split='date', heldout_fraction=0.3,
+                                        test_fraction=0.3,
+                                        min_examples_per_client=1)
+    splits = git_corpus.assign_splits(
+        git_corpus.group_by_author(commits, settings), settings)
+    self.assertEqual([a.sentences[0][2].split()[0] for split in
+                      ('train', 'heldout', 'test') for a in splits[split]],
+                     ['early', 'late', 'last'])
+
   def test_bad_inputs_are_one_line(self):
     not_repo = tempfile.mkdtemp()
     empty_repo = tempfile.mkdtemp()
@@ -198,6 +268,11 @@ class BuildTest(absltest.TestCase):
     with open(bad_jsonl, 'w') as f:
       f.write('{"author": "a", "date": "2020-01-01", "message": "x y"}\n'
               '{"author": 3}\n')
+    bad_date = os.path.join(tempfile.mkdtemp(), 'c.jsonl')
+    with open(bad_date, 'w') as f:
+      f.write('{"author": "a", "date": "2020-01-01T10:00:00Z", "message": '
+              '"x y"}\n{"author": "a", "date": "Thu Apr 7 15:13:13 2005 '
+              '-0700", "message": "x y"}\n')
     settings = git_corpus.BuildSettings
     for build, expected in (
         (lambda: list(git_corpus.read_git_log(not_repo)),
@@ -205,6 +280,8 @@ class BuildTest(absltest.TestCase):
         (lambda: list(git_corpus.read_git_log(empty_repo)), 'no commits'),
         (lambda: list(git_corpus.read_commits_jsonl(bad_jsonl)),
          'line 2: no string field'),
+        (lambda: list(git_corpus.read_commits_jsonl(bad_date)),
+         "line 2: date 'Thu Apr 7 .* is not ISO 8601"),
         (lambda: self._build_here(min_examples_per_client=1000), 'too few'),
         (lambda: settings(heldout_fraction=0.9).validate(),
          '--heldout_fraction'),
