@@ -8,7 +8,7 @@ traceback from deep inside TensorFlow or a silently wrong privacy number.
 
 import math
 import numbers
-from typing import Any
+from typing import Any, Sequence
 
 
 def _describe(value: Any) -> str:
@@ -34,6 +34,43 @@ def check_int(value: Any, name: str, *, minimum: int | None = None,
   if maximum is not None and value > maximum:
     raise ValueError(f'{name} must be an integer <= {maximum}, got {value}.')
   return value
+
+
+def check_int_list(values: Sequence[Any], name: str, *,
+                   minimum: int | None = None) -> list[int]:
+  """A list flag (absl's DEFINE_list gives strings) as ints >= `minimum`;
+  raises ValueError naming `name` when it is empty or a value is not such
+  an int."""
+  out = []
+  for value in values:
+    try:
+      number = check_int(int(value) if isinstance(value, str) else value,
+                         name, minimum=minimum)
+    except ValueError:
+      allowed = '' if minimum is None else f' >= {minimum}'
+      raise ValueError(f'{name} must be integers{allowed}, got '
+                       f'{value!r}.') from None
+    out.append(number)
+  if not out:
+    raise ValueError(f'{name} must not be empty.')
+  return out
+
+
+def check_positive_list(values: Sequence[Any], name: str) -> list[float]:
+  """A list flag as finite floats > 0; raises ValueError naming `name` when
+  it is empty or a value is not such a number."""
+  out = []
+  for value in values:
+    try:
+      number = float(value)
+    except (TypeError, ValueError):
+      number = math.nan
+    if not 0 < number < math.inf:
+      raise ValueError(f'{name} must be numbers > 0, got {value!r}.')
+    out.append(number)
+  if not out:
+    raise ValueError(f'{name} must not be empty.')
+  return out
 
 
 def check_float(value: Any, name: str, *, minimum: float | None = None,

@@ -87,22 +87,6 @@ _TARGET_EPS = flags.DEFINE_float('target_epsilon', None,
 _JSON = flags.DEFINE_bool('json', False, 'Print one JSON object.')
 
 
-def _parse_list(values, name, kind, minimum):
-  out = []
-  for text in values:
-    try:
-      value = kind(text)
-    except ValueError:
-      value = None
-    if value is None or not value >= minimum or value != value:
-      raise ValueError(f'--{name} must be {kind.__name__}s >= {minimum}, '
-                       f'got {text!r}.')
-    out.append(value)
-  if not out:
-    raise ValueError(f'--{name} must not be empty.')
-  return sorted(set(out))
-
-
 def _mechanism():
   """The mechanism's settings, as `planned_privacy.build_report` takes
   them."""
@@ -164,8 +148,10 @@ def plan():
     raise ValueError('--population is required.')
   if _POPULATION.value < 1:
     raise ValueError(f'--population must be >= 1, got {_POPULATION.value}.')
-  report_goals = _parse_list(_REPORT_GOALS.value, 'report_goals', int, 1)
-  timers = _parse_list(_TIMERS.value, 'timer_hours', float, 1e-9)
+  report_goals = sorted(set(checks.check_int_list(
+      _REPORT_GOALS.value, '--report_goals', minimum=1)))
+  timers = sorted(set(checks.check_positive_list(_TIMERS.value,
+                                                 '--timer_hours')))
   if _MODEL.value != 'timer':
     timers = timers[:1]
   if _ROUNDS.value is None or _ROUNDS.value < 1:

@@ -111,6 +111,7 @@ def _request(extra_flags) -> search.Request:
   checks.check_int(_CLIENTS.value, '--clients_per_round', minimum=1)
   checks.check_int(_MAX_GOAL.value, '--max_report_goal',
                    minimum=_CLIENTS.value)
+  stackoverflow.check_clients_per_round(_CACHE.value, _CLIENTS.value)
   ceiling = launch.report_goal_ceiling(_POPULATION.value, _MAX_GOAL.value)
   if ceiling < _CLIENTS.value:
     raise ValueError(
@@ -128,17 +129,8 @@ def _request(extra_flags) -> search.Request:
   checks.check_int(_PRETRAIN.value, '--pretrain_steps', minimum=0)
   checks.check_int(_MAX_ROUNDS.value, '--max_rounds', minimum=1)
   checks.check_int(_SEED.value, '--seed', minimum=0)
-  timers = []
-  for text in ([] if _TIMERS.value == ['auto'] else _TIMERS.value):
-    try:
-      timers.append(float(text))
-    except ValueError:
-      timers.append(float('nan'))
-    if not timers[-1] > 0:
-      raise ValueError(f'--timer_hours must be hours > 0, got {text!r}.')
-  if not timers and _TIMERS.value != ['auto']:
-    raise ValueError('--timer_hours must not be empty (auto: timers around '
-                     'the population\'s MinS cap).')
+  timers = [] if _TIMERS.value == ['auto'] else checks.check_positive_list(
+      _TIMERS.value, '--timer_hours')
   return search.Request(
       cache_dir=_CACHE.value, output_dir=_OUTPUT.value,
       population=_POPULATION.value, launch_rounds=_ROUNDS.value,

@@ -15,6 +15,7 @@ from absl import app
 from absl import flags
 
 from dpftrl_tff import accounting
+from dpftrl_tff import checks
 from dpftrl_tff import console
 from dpftrl_tff import plotting
 
@@ -81,25 +82,32 @@ def _write(rows, name, group_key, label_fmt, title, output_dir):
                      logy=True)
 
 
-def main(argv):
-  del argv
-  console.quiet_libraries()
+def run():
+  checks.check_int(_ROUND_STEP.value, '--round_step', minimum=1)
+  checks.check_int(_MAX_ROUNDS.value, '--max_rounds',
+                   minimum=_ROUND_STEP.value)
+  goals = checks.check_int_list(_REPORT_GOALS.value, '--report_goals',
+                                minimum=1)
+  min_separations = checks.check_int_list(_MIN_SEPARATIONS.value,
+                                          '--min_separations', minimum=0)
   os.makedirs(_OUTPUT_DIR.value, exist_ok=True)
   rounds = list(range(_ROUND_STEP.value, _MAX_ROUNDS.value + 1,
                       _ROUND_STEP.value))
-  goals = [int(g) for g in _REPORT_GOALS.value]
   for population, name in ((1_000_000, 'pop1m'), (3_000_000, 'pop3m')):
     rows = population_curves(population, goals, rounds)
     _write(rows, name, 'report_goal',
            lambda r: (f'm={r["report_goal"]}, z={r["noise_multiplier"]:.2f}, '
                       f'MinS={r["min_separation"]}'),
            f'Population {population // 1_000_000}M, MinS max', _OUTPUT_DIR.value)
-  rows = min_separation_curves([int(s) for s in _MIN_SEPARATIONS.value],
-                               rounds)
+  rows = min_separation_curves(min_separations, rounds)
   _write(rows, 'min_sep', 'min_separation',
          lambda r: f'MinS={r["min_separation"]}',
          'Report goal 6500, z=7, worst-case MaxP', _OUTPUT_DIR.value)
   print(f'Wrote pop1m, pop3m and min_sep (.png, .csv) to {_OUTPUT_DIR.value}')
+
+
+def main(argv):
+  return console.run_main(run, argv)
 
 
 if __name__ == '__main__':

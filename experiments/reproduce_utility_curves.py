@@ -55,12 +55,17 @@ runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
 # pylint: disable=g-import-not-at-top
 from absl import flags
 
+from dpftrl_tff import checks
 from dpftrl_tff import console
+from dpftrl_tff.data import stackoverflow
 from dpftrl_tff.studies import utility_curves
 # pylint: enable=g-import-not-at-top
 
-_ROOT = flags.DEFINE_string('root_output_dir', 'runs/utility_curves',
-                            'Run directories (reused and resumed).')
+_ROOT = flags.DEFINE_string(
+    'root_output_dir', None, 'Run directories (reused and resumed). '
+    'Default: runs/utility_curves followed by the figures\' suffix (_git, '
+    '_<rounds>r, _quick), so that each scale and corpus resumes its own '
+    'runs.')
 _OUT = flags.DEFINE_string('output_dir', 'docs/figures',
                            'Where the PNG and CSV files go.')
 _QUICK = flags.DEFINE_bool('quick', False, 'Tiny model, few rounds.')
@@ -89,30 +94,49 @@ _PRETRAIN_STEPS = flags.DEFINE_list(
     'Pretraining steps of the diminishing-returns runs.')
 
 
-def main(argv):
-  del argv
-  console.quiet_libraries()
+def run():
   started = time.time()
-  scale = utility_curves.quick_or_full_scale(_QUICK.value)
-  seeds = tuple(int(s) for s in _SEEDS.value)
-  os.makedirs(_OUT.value, exist_ok=True)
-  pretrain_steps = [int(s) for s in _PRETRAIN_STEPS.value]
-  if _QUICK.value:
-    pretrain_steps = [0, 6]
-  # One public corpus for every pretraining: about 1.5 epochs at the most.
+  seeds = tuple(checks.check_int_list(_SEEDS.value, '--seeds', minimum=0))
+  pretrain_steps = checks.check_int_list(_PRETRAIN_STEPS.value,
+                                         '--pretrain_steps', minimum=0)
+  goals = checks.check_int_list(_REPORT_GOALS.value, '--report_goals',
+                                minimum=1)
+  if _TARGET.value is not None:
+    checks.check_float(_TARGET.value, '--target_accuracy', minimum=0,
+                       maximum=1, strict_minimum=True)
   real_text = _CACHE_DIR.value is not None
   if real_text:
-    scale = utility_curves.git_scale(_QUICK.value)
+    stackoverflow.check_database(_CACHE_DIR.value)
+  scale = (utility_curves.git_scale(_QUICK.value) if real_text else
+           utility_curves.quick_or_full_scale(_QUICK.value))
+  if _QUICK.value:
+    pretrain_steps = [0, 6]
+    goals = [10, 20]   # 20: the fixed-clip run, reused.
   if _ROUNDS.value is not None:
     scale = dataclasses.replace(scale, rounds=_ROUNDS.value)
+  suffix = (('_git' if real_text else '') +
+            ('' if _ROUNDS.value is None else f'_{_ROUNDS.value}r') +
+            ('_quick' if _QUICK.value else ''))
+  # One public corpus for every pretraining: about 1.5 epochs at the most.
   runner = utility_curves.Runner(
-      _ROOT.value, scale, cache_dir=_CACHE_DIR.value, corpus_sentences=max(
+      _ROOT.value or f'runs/utility_curves{suffix}', scale,
+      cache_dir=_CACHE_DIR.value, corpus_sentences=max(
           2000, scale.pretrain_batch * max(pretrain_steps) * 2 // 3))
+  if real_text:
+    available = stackoverflow.num_clients(_CACHE_DIR.value)
+    clients = runner.config().clients_per_round
+    if available < clients:
+      raise stackoverflow.DataError(
+          f'--cache_dir={_CACHE_DIR.value}: its corpus has {available} '
+          f'training clients, fewer than the {clients} a round of these '
+          f'runs (a longer history, or a lower build_git_corpus '
+          f'--min_examples_per_client).')
+    if not _FIGURE_1A_ONLY.value:
+      stackoverflow.check_clients_per_round(_CACHE_DIR.value, max(goals),
+                                            flag='--report_goals')
+  os.makedirs(_OUT.value, exist_ok=True)
   study = utility_curves.Study(
-      runner=runner, scale=scale, seeds=seeds, out=_OUT.value,
-      suffix=(('_git' if real_text else '') +
-              ('' if _ROUNDS.value is None else f'_{_ROUNDS.value}r') +
-              ('_quick' if _QUICK.value else '')),
+      runner=runner, scale=scale, seeds=seeds, out=_OUT.value, suffix=suffix,
       data_label='git commit messages' if real_text else 'generated data')
   main_steps = max(pretrain_steps)
   runs = utility_curves.train_figure_1a_runs(study, main_steps)
@@ -126,16 +150,16 @@ def main(argv):
   utility_curves.print_adaptive_against_fixed(study, runs)
   if _FIGURE_1A_ONLY.value:
     print(f'Done in {time.time() - started:.0f} s; figures in {study.out}.')
-    return 0
-  goals = [int(m) for m in _REPORT_GOALS.value]
-  if _QUICK.value:
-    goals = [10, 20]   # 20: the fixed-clip run, reused.
+    return
   utility_curves.report_goal_figure(study, runs, goals)
   utility_curves.pretraining_figure(study, runs, pretrain_steps, main_steps,
                                     target)
   utility_curves.print_findings(study, runs, targets, target, main_steps)
   print(f'Done in {time.time() - started:.0f} s; figures in {study.out}.')
-  return 0
+
+
+def main(argv):
+  return console.run_main(run, argv, cleanup=runtime.shutdown_workers)
 
 
 if __name__ == '__main__':

@@ -120,6 +120,30 @@ def check_database(cache_dir: str) -> str:
   return path
 
 
+def num_clients(cache_dir: str, split: str = 'train') -> int:
+  """Clients of `split` in the database of `cache_dir` (checked first with
+  `check_database`), without loading it through TFF."""
+  conn = sqlite3.connect(f'file:{database_path(cache_dir)}?mode=ro', uri=True)
+  try:
+    return conn.execute('SELECT COUNT(DISTINCT client_id) FROM '
+                        'client_metadata WHERE split_name = ?',
+                        (split,)).fetchone()[0]
+  finally:
+    conn.close()
+
+
+def check_clients_per_round(cache_dir: str, clients_per_round: int,
+                            flag: str = '--clients_per_round'):
+  """Raises DataError naming `flag` when the training split of the
+  database in `cache_dir` has fewer clients than a round takes: a binary
+  that starts many runs refuses it before the first."""
+  available = num_clients(cache_dir)
+  if available < clients_per_round:
+    raise DataError(
+        f'{flag}={clients_per_round}: the corpus in --cache_dir={cache_dir} '
+        f'has {available} training clients; use at most that many a round.')
+
+
 def _check_example(blob, cache_dir: str):
   """Refuses a stored example that is not a StackOverflow tf.train.Example."""
   try:

@@ -15,6 +15,7 @@ from typing import Dict, List, Sequence, Tuple
 from absl import flags
 import numpy as np
 
+from dpftrl_tff import checks
 from dpftrl_tff import plotting
 from dpftrl_tff.run import config as config_lib
 from dpftrl_tff.run import run_directory
@@ -312,14 +313,7 @@ def _check_run_is_the_point(root: str, name: str, point: Dict, seed: int):
 
 
 def parse_seeds(texts: Sequence[str], option: str = '--seeds') -> List[int]:
-  seeds = []
-  for text in texts:
-    if not text.strip().isdigit():
-      raise ValueError(f'{option} must be integers >= 0, got {text!r}.')
-    seeds.append(int(text))
-  if not seeds:
-    raise ValueError(f'{option} must not be empty.')
-  return seeds
+  return checks.check_int_list(texts, option, minimum=0)
 
 
 def check_flagfile(path: str, option: str = '--training_flagfile'):

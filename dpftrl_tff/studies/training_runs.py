@@ -75,8 +75,8 @@ def run_training(root: str, name: str, flags) -> dict:
                       f'{DIVERGED_EXIT_CODE}); see its output above.')
   if proc.returncode == REFUSED_EXIT_CODE:
     raise RefusedRun(f'the run {name} was refused (exit code '
-                     f'{REFUSED_EXIT_CODE}): its flags, or flags after `--`, '
-                     f'are not accepted; see its output above.')
+                     f'{REFUSED_EXIT_CODE}): its settings are not accepted; '
+                     f'its error is above.')
   if proc.returncode or not os.path.isfile(summary_path):
     raise RuntimeError(f'The run {name} failed or was refused (exit code '
                        f'{proc.returncode}); see its output above.')

@@ -194,6 +194,18 @@ class ReproduceTest(absltest.TestCase):
     for row in rows:
       self.assertTrue(row['agrees'], row)
 
+  def test_figures_refuse_bad_lists_in_one_line(self):
+    cases = ((['--min_separations=a'], '--min_separations must be integers'),
+             (['--report_goals=0'], '--report_goals must be integers >= 1'),
+             (['--round_step=0'], '--round_step must be an integer >= 1'))
+    procs = fixtures.run_module_cases(
+        'experiments.reproduce_privacy_figures',
+        [[f'--output_dir={tempfile.mkdtemp()}', *args] for args, _ in cases])
+    for (args, expected), proc in zip(cases, procs):
+      self.assertEqual(proc.returncode, 2, (args, proc.stderr[-2000:]))
+      self.assertIn(expected, proc.stderr)
+      self.assertNotIn('Traceback', proc.stderr)
+
   def test_figures_are_written(self):
     out = tempfile.mkdtemp()
     proc = _run('experiments.reproduce_privacy_figures',

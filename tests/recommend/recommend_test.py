@@ -101,7 +101,11 @@ class RecommendTest(absltest.TestCase):
          '--max_report_goal'),
         (['--population=30'], '--population=30: its launch can have a '
          'report goal of at most 15'),
-        (['--cache_dir=/nonexistent'], '/nonexistent'))
+        (['--cache_dir=/nonexistent'], '/nonexistent'),
+        # More clients a round than the corpus's training split holds:
+        # refused before any pretraining or simulation.
+        (['--clients_per_round=500'], '--clients_per_round=500: the corpus '
+         'in --cache_dir='))
     # One process for these (one TensorFlow import) ...
     results = fixtures.run_module_cases('experiments.recommend', [
         [f'--cache_dir={self.corpus}', '--population=1000',

@@ -8,8 +8,10 @@ import types
 from unittest import mock
 
 from absl.testing import absltest
+from absl.testing import parameterized
 import numpy as np
 
+from dpftrl_tff.data import git_corpus
 from dpftrl_tff.studies import utility_curves
 from tests import fixtures
 
@@ -113,6 +115,50 @@ class TargetLineTest(absltest.TestCase):
         utility_curves.target_line(missed, 200),
         'adaptive   seed 3: target not reached in 200 rounds, final not '
         'finite')
+
+
+_BAD_INPUT = (
+    ('seeds_not_integers', ['--seeds=a'], '--seeds must be integers'),
+    ('no_seeds', ['--seeds='], '--seeds must not be empty'),
+    ('negative_pretraining', ['--pretrain_steps=-5'],
+     "--pretrain_steps must be integers >= 0, got '-5'."),
+    ('target_above_one', ['--target_accuracy=2'], '--target_accuracy'),
+    ('not_a_corpus', ['--cache_dir=/nonexistent'], '--cache_dir=/nonexistent'),
+    # Refused before any run (no traceback from the first run's checks).
+    ('corpus_smaller_than_a_round', ['--cache_dir={few_authors}'],
+     'its corpus has 3 training clients, fewer than the 20 a round'),
+    ('report_goal_above_the_corpus',
+     ['--cache_dir={corpus}', '--report_goals=10,100000'],
+     '--report_goals=100000: the corpus in --cache_dir='),
+)
+
+
+class ReproduceUtilityCurvesBadInputTest(fixtures.BadInputTest):
+  MODULE = 'experiments.reproduce_utility_curves'
+  CASES = _BAD_INPUT
+  RETURNCODE = 2
+
+  @classmethod
+  def setUpClass(cls):
+    cls.corpus = fixtures.small_git_corpus()
+    # 5 authors of 6 commits: 3 train, 1 heldout, 1 test.
+    cls.few_authors = tempfile.mkdtemp()
+    git_corpus.build(cls.few_authors, [
+        git_corpus.Commit(f'{i}{k}', f'author{i}', f'2021-01-0{1 + k}',
+                          f'fix the widget {k} of area {i}')
+        for i in range(5) for k in range(6)], git_corpus.BuildSettings())
+    super().setUpClass()
+
+  @classmethod
+  def case_args(cls, args):
+    return [f'--root_output_dir={tempfile.mkdtemp()}',
+            f'--output_dir={tempfile.mkdtemp()}',
+            *[a.format(corpus=cls.corpus, few_authors=cls.few_authors)
+              for a in args]]
+
+  @parameterized.named_parameters(fixtures.case_parameters(_BAD_INPUT))
+  def test_bad_input_is_refused_clearly(self, case, expected):
+    self.check_refused(case, expected)
 
 
 class ReproduceUtilityCurvesGitTest(absltest.TestCase):
