@@ -24,7 +24,10 @@ _MERGE_RE = re.compile(r'^Merge (branch|tag|remote-tracking branch|pull '
 _DIFF_START_RE = re.compile(r'^(diff --git |--- a/|\+\+\+ b/|@@ |index '
                             r'[0-9a-f]+\.\.|--- [^ ]+\t)')
 _URL_RE = re.compile(r'(https?|ftp|git|ssh)://\S+|\bwww\.\S+', re.IGNORECASE)
-_EMAIL_RE = re.compile(r'<?[\w.+-]+@[\w-]+(\.[\w-]+)+>?')
+# The local part starts where a run of its characters starts: without the
+# look-behind, a long run with no "@" (a.b.c... in a pasted blob) is
+# scanned again from each of its characters, quadratic in its length.
+_EMAIL_RE = re.compile(r'<?(?<![\w.+-])[\w.+-]+@[\w-]+(\.[\w-]+)+>?')
 _BULLET_RE = re.compile(r'^\s{0,3}([*+-]|\d+[.)])\s+')
 # A sentence ends at ". ", "? " or "! ", or right after a CJK full stop,
 # exclamation or question mark (those scripts put no space after them).
@@ -194,7 +197,9 @@ def document_sentences(text: str, *,
 
   def flush():
     for sentence in _paragraph_sentences(paragraph):
-      tokens = tokenize(re.sub(r'[`*_]{1,2}|linkgit:|<[^>]*>', ' ',
+      # A tag is "<" to the next ">" with no "<" between: with [^>]*, a run
+      # of "<" without ">" is scanned again from each, quadratic.
+      tokens = tokenize(re.sub(r'[`*_]{1,2}|linkgit:|<[^<>]*>', ' ',
                                sentence))
       if len(tokens) >= min_tokens_per_sentence:
         out.append(' '.join(tokens))

@@ -146,6 +146,16 @@ class MessageTest(absltest.TestCase):
         ['\u4fee \u590d \u9519 \u8bef \u3002',
          '\u6dfb \u52a0 \u529f \u80fd \uff01', '\u5b8c \u6210'])
 
+  def test_tags_and_emails_end_where_they_should(self):
+    # A tag is "<" to the next ">" without another "<" between; an e-mail
+    # address is removed whole, from the start of its local part.
+    self.assertEqual(git_text.document_sentences(
+        'Read <<naming-commits>> and the <b>bold</b> text here.\n'),
+                     ['read < > and the bold text here .'])
+    self.assertEqual(git_text.message_sentences(
+        'fix: mail from <a.b+c@x-y.org> and x.foo@bar.com is dropped'),
+                     ['fix : mail from and is dropped'])
+
   def test_documents_drop_markup_and_blocks(self):
     text = ('= Title of the page\n:toc:\n\nSome prose here, and more.\n'
             '----\n$ code block line\n----\n[verse]\n'
