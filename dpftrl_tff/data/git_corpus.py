@@ -61,6 +61,7 @@ import re
 import secrets
 import sqlite3
 import subprocess
+import tempfile
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
@@ -177,6 +178,7 @@ def read_commits_jsonl(path: str, hasher=None) -> Iterator[Commit]:
 
 
 _FIELD, _RECORD = '\x1f', '\x1e'
+_LOG_CHUNK_BYTES = 1 << 20
 
 
 def read_git_log(repo: str, hasher=None) -> Iterator[Commit]:
@@ -198,22 +200,38 @@ def read_git_log(repo: str, hasher=None) -> Iterator[Commit]:
   if check.returncode:
     raise CorpusError(f'--git_repo={repo}: not a git repository.')
   fmt = _FIELD.join(['%H', '%aE', '%aI', '%B']) + _RECORD
-  proc = subprocess.run(
-      ['git', '-C', repo, 'log', '--no-merges', '--encoding=UTF-8',
-       f'--format={fmt}'],
-      capture_output=True, check=False)
-  if proc.returncode:
-    error = proc.stderr.decode('utf-8', 'replace').strip().splitlines()
-    if any('does not have any commits' in line for line in error):
-      raise CorpusError(f'--git_repo={repo}: the repository has no commits.')
-    raise CorpusError(f'--git_repo={repo}: git log failed '
-                      f'({error[-1] if error else proc.returncode}).')
-  for raw in proc.stdout.split(_RECORD.encode()):
-    record = _decode_record(raw).lstrip('\n')
-    if not record:
-      continue
-    commit, email, date, message = record.split(_FIELD, 3)
-    yield Commit(commit, hasher(email), date, message)
+  # Streamed, a record at a time: a large history's log (the Linux
+  # kernel's: over a million commits) is never held whole in memory.
+  with tempfile.TemporaryFile() as stderr:
+    proc = subprocess.Popen(
+        ['git', '-C', repo, 'log', '--no-merges', '--encoding=UTF-8',
+         f'--format={fmt}'], stdout=subprocess.PIPE, stderr=stderr)
+    try:
+      pending = b''
+      while True:
+        chunk = proc.stdout.read(_LOG_CHUNK_BYTES)
+        pending += chunk
+        *records, pending = pending.split(_RECORD.encode())
+        if not chunk:
+          records.append(pending)
+        for raw in records:
+          record = _decode_record(raw).lstrip('\n')
+          if record:
+            commit, email, date, message = record.split(_FIELD, 3)
+            yield Commit(commit, hasher(email), date, message)
+        if not chunk:
+          break
+    finally:
+      proc.stdout.close()
+      returncode = proc.wait()
+    if returncode:
+      stderr.seek(0)
+      error = stderr.read().decode('utf-8', 'replace').strip().splitlines()
+      if any('does not have any commits' in line for line in error):
+        raise CorpusError(
+            f'--git_repo={repo}: the repository has no commits.')
+      raise CorpusError(f'--git_repo={repo}: git log failed '
+                        f'({error[-1] if error else returncode}).')
 
 
 def _decode_record(raw: bytes) -> str:

@@ -5,6 +5,7 @@ import random
 import sqlite3
 import subprocess
 import tempfile
+from unittest import mock
 
 from absl.testing import absltest
 import tensorflow as tf
@@ -223,6 +224,14 @@ class BuildTest(absltest.TestCase):
                     b'reporter', b'signed-off-by'):
       self.assertNotIn(dropped, blobs.lower())
     strict_json.load(os.path.join(out, 'corpus.json'))
+
+  def test_the_log_is_read_the_same_in_any_chunk_size(self):
+    # Streamed: records cut across chunks join up.
+    commits = list(git_corpus.read_git_log(self.repo, hasher=str))
+    self.assertLen(commits, 72)
+    with mock.patch.object(git_corpus, '_LOG_CHUNK_BYTES', 7):
+      self.assertEqual(list(git_corpus.read_git_log(self.repo, hasher=str)),
+                       commits)
 
   def test_date_split_trains_on_the_oldest_authors(self):
     rows = _dump(self._build_here(split='date'))[1]
