@@ -161,6 +161,7 @@ def _summary(result) -> str:
       f'{launch["max_participation"]}: epsilon {launch["epsilon"]:.4g} at '
       f'delta {launch["delta"]:g} (target {launch["target_epsilon"]:g} '
       f'{"met" if launch["meets_privacy_target"] else "NOT met"})',
+      f'  {report.launch_duration(launch)}.',
       *[f'Note: {s}' for s in result['suggestions']],
       f'Wrote {_OUTPUT.value}/recommendation.md, recommendation.json, '
       'simulation.flags, launch.flags, privacy_report.md and figures'])

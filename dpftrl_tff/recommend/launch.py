@@ -227,6 +227,10 @@ class LaunchPlan:
   timer_hours: float
   min_separation: int
   max_participation: int
+  # The timer model's time for the rounds, and its rounds short of the
+  # report goal (devices did not check in fast enough).
+  simulated_days: float
+  short_rounds: int
   privacy: Dict
   capped: bool
   reason: str
@@ -316,6 +320,8 @@ def plan(*, noise_per_client: float, population: int, rounds: int,
         m, z, noise_per_client, ' with the timer model\'s participation')
   return LaunchPlan(
       report_goal=m, noise_multiplier=z, timer_hours=chosen['timer_hours'],
+      simulated_days=chosen['simulated_days'],
+      short_rounds=chosen['short_rounds'],
       min_separation=realized['min_separation'],
       max_participation=realized['max_participation'], privacy=report,
       capped=capped, reason=reason, timer_simulations=all_sims,

@@ -69,7 +69,8 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           rounds=request.launch_rounds, population=request.population,
           min_separation=plan.min_separation,
           max_participation=plan.max_participation,
-          timer_hours=plan.timer_hours, epsilon=privacy['epsilon'],
+          timer_hours=plan.timer_hours, simulated_days=plan.simulated_days,
+          short_rounds=plan.short_rounds, epsilon=privacy['epsilon'],
           zcdp=privacy['zcdp'], delta=request.delta,
           target_epsilon=request.target_epsilon,
           meets_privacy_target=bool(meets_privacy),
@@ -91,7 +92,8 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           {k: s[k] for k in ('report_goal', 'timer_hours',
                              'observed_min_separation',
                              'observed_max_participation',
-                             'population_min_separation', 'short_rounds')
+                             'population_min_separation', 'short_rounds',
+                             'simulated_days')
            if k in s} for s in plan.timer_simulations],
       report_goal_curve=plan.report_goal_curve,
       simulation_flags=list(chosen['flags']),
@@ -184,6 +186,18 @@ def percent(value) -> str:
   return f'{100 * value:.2f}%'
 
 
+def launch_duration(launch: Dict) -> str:
+  """How long the timer model took for the launch's rounds, and the rounds
+  it ran short of the report goal."""
+  days = launch['simulated_days']
+  text = (f'In the timer model its {launch["rounds"]} rounds take '
+          f'{days:.1f} days ({launch["rounds"] / days:.0f} rounds a day)')
+  if launch['short_rounds']:
+    text += (f'; {launch["short_rounds"]} of them run short of the report '
+             f'goal (too few devices check in)')
+  return text
+
+
 def _figures(output_dir: str, result: Dict) -> Dict[str, str]:
   """The four figures; {name: file name}."""
   figures = {}
@@ -267,7 +281,8 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
       f'devices: MinS {launch["min_separation"]}, MaxP '
       f'{launch["max_participation"]}, rho-zCDP {launch["zcdp"]:.4g}, '
       f'epsilon {launch["epsilon"]:.4g} at delta {launch["delta"]:g}. It '
-      f'{verdict_p} the target epsilon {launch["target_epsilon"]:g}.',
+      f'{verdict_p} the target epsilon {launch["target_epsilon"]:g}. '
+      f'{launch_duration(launch)}.',
       f'- Files: `{SIMULATION_FLAGFILE}` (run_stackoverflow), '
       f'`{LAUNCH_FLAGFILE}` (privacy_accountant), `privacy_report.md` (the '
       'launch\'s), `recommendation.json`.', '']
@@ -334,13 +349,15 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
             'The timer model of the population at each timer; the shortest '
             'timer whose MinS reaches 90% of the cap floor(N / m) - 1 (else '
             'the largest MinS):', '',
-            '| report goal | timer h | MinS | cap | MaxP |',
-            '| --- | --- | --- | --- | --- |']
+            '| report goal | timer h | MinS | cap | MaxP | days for the '
+            'rounds | rounds short |',
+            '| --- | --- | --- | --- | --- | --- | --- |']
   for s in result['timer_simulations']:
     lines.append(f'| {s["report_goal"]} | {s["timer_hours"]:g} | '
                  f'{s["observed_min_separation"]} | '
                  f'{s["population_min_separation"]} | '
-                 f'{s["observed_max_participation"]} |')
+                 f'{s["observed_max_participation"]} | '
+                 f'{s["simulated_days"]:.1f} | {s["short_rounds"]} |')
   lines += ['', f'![timer]({figures["timer"]})', '',
             '## 7. SecAgg and what happened',
             'Train the launch with SecAgg (`--secagg`) and account it from '

@@ -255,7 +255,8 @@ class LaunchTest(absltest.TestCase):
                   timer_hours=timer.timer_hours,
                   observed_min_separation=min_sep,
                   observed_max_participation=(rounds - 1) // (min_sep + 1)
-                  + 1, population_min_separation=cap)
+                  + 1, population_min_separation=cap, simulated_days=3.0,
+                  short_rounds=0)
 
     rho = accounting.zcdp_for_epsilon(10, 1e-10)
     per_client = 4 * launch.noise_for_target(

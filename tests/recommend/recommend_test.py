@@ -33,8 +33,15 @@ def check_recommendation(test, out, run_again):
     test.assertIn(key, sim)
   for key in ('flagfile', 'report_goal', 'noise_multiplier', 'rounds',
               'population', 'min_separation', 'max_participation',
-              'timer_hours', 'epsilon', 'delta', 'meets_privacy_target'):
+              'timer_hours', 'simulated_days', 'short_rounds', 'epsilon',
+              'delta', 'meets_privacy_target'):
     test.assertIn(key, launch)
+  # The launch's duration is its chosen timer simulation's.
+  (chosen,) = [s for s in result['timer_simulations']
+               if (s['report_goal'], s['timer_hours']) ==
+               (launch['report_goal'], launch['timer_hours'])]
+  test.assertEqual(launch['simulated_days'], chosen['simulated_days'])
+  test.assertEqual(launch['short_rounds'], chosen['short_rounds'])
   test.assertIn('meets_utility_target', result)
   test.assertIn('utility_target', result)
   # The launch keeps at least the simulated noise per client.
@@ -49,7 +56,9 @@ def check_recommendation(test, out, run_again):
   with open(os.path.join(out, 'recommendation.md')) as f:
     markdown = f.read()
   for text in ('Privacy of the tuning runs', 'proxy', 'utility target',
-               'Timer (practice 4)', '--quick'):
+               'Timer (practice 4)', '--quick',
+               f'its {launch["rounds"]} rounds take '
+               f'{launch["simulated_days"]:.1f} days'):
     test.assertIn(text, markdown)
 
   # The launch flag file, as it is: the accountant's own epsilon.
