@@ -37,7 +37,7 @@ _JSONL = flags.DEFINE_string(
     'author, date, message), optionally .xz / .gz / .bz2 compressed.')
 _DOCS_DIR = flags.DEFINE_string(
     'docs_dir', None, 'Public text: a directory of documentation files '
-    '(.txt, .adoc, .md, .rst and extensionless).')
+    '(.txt, .adoc, .md, .rst, .html and extensionless).')
 _DOCS_JSONL = flags.DEFINE_string(
     'docs_jsonl', None, 'Or: a JSON-lines export of documents (path, text).')
 _OUTPUT = flags.DEFINE_string('output_dir', None,

@@ -41,7 +41,8 @@ ones).
 
 Public text: documentation files (a directory, or a JSON-lines export of
 `path`, `text`) are cut into sentences the same way (AsciiDoc / Markdown
-markup, code blocks and tables dropped) and written as
+markup, code blocks and tables dropped; HTML pages, .html or .htm, as their
+text without tags, scripts or preformatted blocks) and written as
 `public_text.txt`, one tokenized sentence a line, then prepared as the
 project's TFDS dataset `dpftrl_public_text` in `<output_dir>/tfds` for
 `experiments.pretrain --tfds_name=dpftrl_public_text`.
@@ -70,13 +71,15 @@ from dpftrl_tff import checks
 from dpftrl_tff import strict_json
 from dpftrl_tff.data import stackoverflow
 from dpftrl_tff.data.git_text import document_sentences
+from dpftrl_tff.data.git_text import html_text
 from dpftrl_tff.data.git_text import message_sentences
 
 PUBLIC_TEXT_NAME = 'public_text.txt'
 CORPUS_RECORD_NAME = 'corpus.json'
 SPLIT_MODES = ('random', 'date')
 DOC_EXTENSIONS = ('.txt', '.adoc', '.asciidoc', '.md', '.markdown', '.rst',
-                  '')
+                  '.html', '.htm', '')
+HTML_EXTENSIONS = ('.html', '.htm')
 
 
 class CorpusError(ValueError):
@@ -262,6 +265,11 @@ def read_docs_dir(root: str) -> Iterator[Dict[str, str]]:
       if os.path.splitext(name)[1].lower() in DOC_EXTENSIONS and (
           not name.startswith('.')):
         paths.append(os.path.join(folder, name))
+  if not paths:
+    raise CorpusError(
+        f'--docs_dir={root}: no documentation files there (read: '
+        f'{", ".join(e for e in DOC_EXTENSIONS if e)} and files without an '
+        f'extension).')
   for path in sorted(paths):
     try:
       with open(path, encoding='utf-8') as f:
@@ -438,15 +446,19 @@ def write_public_text(output_dir: str, documents: Iterable[Dict[str, str]],
   with open(path + '.tmp', 'w', encoding='utf-8') as f:
     for doc in documents:
       files += 1
+      text = doc['text']
+      if os.path.splitext(doc['path'])[1].lower() in HTML_EXTENSIONS:
+        text = html_text(text)
       for s in document_sentences(
-          doc['text'], min_tokens_per_sentence=min_tokens_per_sentence):
+          text, min_tokens_per_sentence=min_tokens_per_sentence):
         f.write(s + '\n')
         sentences += 1
         tokens += s.count(' ') + 1
   os.replace(path + '.tmp', path)
   if sentences == 0:
     raise CorpusError(f'The documentation ({files} file(s)) has no '
-                      f'sentences.')
+                      f'sentences of at least {min_tokens_per_sentence} '
+                      f'tokens.')
   return dict(files=files, sentences=sentences, tokens=tokens, path=path)
 
 

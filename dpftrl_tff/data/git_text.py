@@ -8,6 +8,7 @@ punctuation split off, English contractions split).
 """
 
 import functools
+import html.parser
 import re
 import sys
 import unicodedata
@@ -181,6 +182,56 @@ def message_sentences(message: str, *,
 _ADOC_MARKUP_RE = re.compile(
     r'^(=+ |#+ |\[.*\]$|:[\w-]+:|\.[A-Za-z]|ifdef::|endif::|ifndef::|'
     r'include::|image::|//|\|===|\+$|[-=~^`*_.]{3,}$)')
+
+
+# HTML elements whose text is not prose (dropped with their content), and
+# those that end a paragraph.
+_HTML_DROPPED = frozenset(('script', 'style', 'pre', 'textarea', 'template',
+                           'svg', 'math', 'head'))
+_HTML_BLOCKS = frozenset((
+    'p', 'div', 'br', 'hr', 'li', 'ul', 'ol', 'dl', 'dt', 'dd', 'table',
+    'tr', 'td', 'th', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'blockquote',
+    'section', 'article', 'header', 'footer', 'nav', 'main', 'aside',
+    'figure', 'figcaption', 'caption', 'title', 'body'))
+
+
+class _HtmlText(html.parser.HTMLParser):
+  """The text of an HTML page, a paragraph per block element."""
+
+  def __init__(self):
+    super().__init__(convert_charrefs=True)   # &amp; -> &
+    self.parts: List[str] = []
+    self.dropped = 0
+
+  def handle_starttag(self, tag, attrs):
+    del attrs
+    if tag in _HTML_DROPPED:
+      self.dropped += 1
+    elif tag in _HTML_BLOCKS:
+      self.parts.append('\n\n')
+
+  def handle_endtag(self, tag):
+    if tag in _HTML_DROPPED:
+      self.dropped = max(0, self.dropped - 1)
+    elif tag in _HTML_BLOCKS:
+      self.parts.append('\n\n')
+
+  def handle_data(self, data):
+    if not self.dropped:
+      self.parts.append(data)
+
+
+def html_text(page: str) -> str:
+  """An HTML page as plain paragraphs (blank-line separated) for
+  `document_sentences`: tags removed, entities decoded, the contents of
+  script, style, pre (code), head and similar elements dropped, a block
+  element (p, div, li, h1, td, ...) a paragraph of its own."""
+  parser = _HtmlText()
+  parser.feed(page)
+  parser.close()
+  paragraphs = (' '.join(p.split())
+                for p in re.split(r'\n\s*\n', ''.join(parser.parts)))
+  return '\n\n'.join(p for p in paragraphs if p)
 
 
 def document_sentences(text: str, *,

@@ -157,6 +157,17 @@ class MessageTest(absltest.TestCase):
         'fix: mail from <a.b+c@x-y.org> and x.foo@bar.com is dropped'),
                      ['fix : mail from and is dropped'])
 
+  def test_html_pages_are_their_prose(self):
+    page = ('<!DOCTYPE html><html><head><title>Widget</title><style>p {}'
+            '</style></head><body><h1>Using the widget</h1>\n<p>This page '
+            'explains the widget &amp; its parts. It is\nsafe when <code>'
+            'empty</code>.</p><pre>$ widget --run\nsecret output</pre><ul>'
+            '<li>First item here now</li><li>Second item too</li></ul>'
+            '<script>var hidden = 1;</script></body></html>')
+    self.assertEqual(git_text.document_sentences(git_text.html_text(page)), [
+        'using the widget', 'this page explains the widget & its parts .',
+        'it is safe when empty .', 'first item here now', 'second item too'])
+
   def test_documents_drop_markup_and_blocks(self):
     text = ('= Title of the page\n:toc:\n\nSome prose here, and more.\n'
             '----\n$ code block line\n----\n[verse]\n'
@@ -294,6 +305,8 @@ class BuildTest(absltest.TestCase):
               '-0700", "message": "x y"}\n')
     settings = git_corpus.BuildSettings
     for build, expected in (
+        (lambda: list(git_corpus.read_docs_dir(not_repo)),
+         'no documentation files there'),
         (lambda: list(git_corpus.read_git_log(not_repo)),
          'not a git repository'),
         (lambda: list(git_corpus.read_git_log(empty_repo)), 'no commits'),
@@ -333,14 +346,20 @@ class JsonlAndPublicTextTest(absltest.TestCase):
         dict(path=f'doc{d}.adoc', text=(
             f'= Document {d}\n\nThis is public prose number {d}. '
             'It talks about many things at length.\n') * 5)
-        for d in range(5)])
+        for d in range(5)] + [dict(path='site/page.HTML', text=(
+            '<p>An HTML page of public prose.</p><script>var secret_code = '
+            '1;</script>'))])
     out = os.path.join(folder, 'corpus')
     stats = git_corpus.build(
         out, git_corpus.read_commits_jsonl(commits),
         git_corpus.BuildSettings(heldout_fraction=0.2, test_fraction=0.2),
         documents=git_corpus.read_docs_jsonl(docs))
     self.assertEqual(stats['splits']['train']['clients'], 6)
-    self.assertEqual(stats['public_text']['files'], 5)
+    self.assertEqual(stats['public_text']['files'], 6)
+    with open(os.path.join(out, git_corpus.PUBLIC_TEXT_NAME)) as f:
+      public = f.read().splitlines()
+    self.assertIn('an html page of public prose .', public)
+    self.assertNotIn('secret_code', ' '.join(public))
     stackoverflow.check_database(out)
     # The public text reads back through the project's TFDS builder,
     # tokenized as the federated data (punctuation kept as tokens).
