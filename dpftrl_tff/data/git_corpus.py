@@ -125,7 +125,8 @@ class _AuthorHasher:
 def _open_text(path: str):
   opener = {'.xz': lzma.open, '.lzma': lzma.open, '.gz': gzip.open,
             '.bz2': bz2.open}.get(os.path.splitext(path)[1].lower(), open)
-  return opener(path, 'rt', encoding='utf-8')
+  # utf-8-sig: a byte-order mark, as some Windows tools write, is not text.
+  return opener(path, 'rt', encoding='utf-8-sig')
 
 
 def _read_jsonl(path: str, flag: str,
@@ -272,7 +273,7 @@ def read_docs_dir(root: str) -> Iterator[Dict[str, str]]:
         f'extension).')
   for path in sorted(paths):
     try:
-      with open(path, encoding='utf-8') as f:
+      with open(path, encoding='utf-8-sig') as f:
         text = f.read()
     except (UnicodeDecodeError, OSError):
       continue   # Binary or unreadable: not prose.

@@ -290,6 +290,19 @@ class BuildTest(absltest.TestCase):
                       ('train', 'heldout', 'test') for a in splits[split]],
                      ['early', 'late', 'last'])
 
+  def test_a_byte_order_mark_is_not_text(self):
+    folder = tempfile.mkdtemp()
+    path = os.path.join(folder, 'commits.jsonl')
+    with open(path, 'w', encoding='utf-8-sig') as f:
+      f.write('{"author": "a", "date": "2020-01-01", "message": "x y"}\n')
+    self.assertEqual([c.message for c in git_corpus.read_commits_jsonl(
+        path, hasher=str)], ['x y'])
+    with open(os.path.join(folder, 'page.md'), 'w',
+              encoding='utf-8-sig') as f:
+      f.write('Some words here.')
+    self.assertEqual([d['text'] for d in git_corpus.read_docs_dir(folder)],
+                     ['Some words here.'])
+
   def test_bad_inputs_are_one_line(self):
     not_repo = tempfile.mkdtemp()
     empty_repo = tempfile.mkdtemp()
