@@ -244,7 +244,7 @@ def main(argv):
                        _TRAIN_Z.value, _TRAIN_SEED.value, _OUTPUT_DIR.value)
     except (RuntimeError, ValueError) as e:
       print(f'error: {e}', file=sys.stderr)
-      return 1
+      return training_runs.exit_code(e)
   print(f'Tables and plots in {_OUTPUT_DIR.value}.')
   return 0
 

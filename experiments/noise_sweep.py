@@ -31,6 +31,7 @@ from absl import flags
 from dpftrl_tff import console
 from dpftrl_tff import plotting
 from dpftrl_tff.studies import sweeps
+from dpftrl_tff.studies import training_runs
 
 _Z = flags.DEFINE_list('noise_multipliers', ['0', '0.5', '1', '1.5', '2'],
                        'Noise multipliers z (>= 0) to run.')
@@ -87,7 +88,7 @@ def main(argv):
         explain_heatmap=False)   # One axis by design; its own plot.
   except RuntimeError as e:
     print(f'error: {e}', file=sys.stderr)
-    return 1
+    return training_runs.exit_code(e)
   plotting.errorbar_plot(
       f'{_ROOT.value}/noise_sweep.png',
       [r['noise_multiplier'] for r in table],

@@ -44,6 +44,7 @@ from absl import flags
 
 from dpftrl_tff import console
 from dpftrl_tff.studies import sweeps
+from dpftrl_tff.studies import training_runs
 
 _AXES = flags.DEFINE_multi_string(
     'axis', [], 'A grid axis: NAME=V1,V2,... over a flag of '
@@ -79,7 +80,7 @@ def main(argv):
                                 extra_flags=extra_flags)
   except RuntimeError as e:
     print(f'error: {e}', file=sys.stderr)
-    return 1
+    return training_runs.exit_code(e)
   sweeps.print_table(table, list(sweeps.grid_points(axes, ties)[0]))
   print(f'Tables and plots in {_ROOT.value}.')
   return 0

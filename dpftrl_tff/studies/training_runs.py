@@ -32,6 +32,17 @@ class RefusedRun(RuntimeError):
 REFUSED_EXIT_CODE = 2
 
 
+def exit_code(error: Exception) -> int:
+  """A binary's exit code when one of its runs raised `error`, as
+  `console.run_main`'s: 2 refused (bad flags: re-running will not help),
+  3 diverged, 1 any other failure."""
+  if isinstance(error, (RefusedRun, ValueError)):
+    return REFUSED_EXIT_CODE
+  if isinstance(error, DivergedRun):
+    return DIVERGED_EXIT_CODE
+  return 1
+
+
 def _die_with_parent():
   """In the child, before exec: SIGTERM when the launching process dies.
 

@@ -71,10 +71,12 @@ class NoiseSweepBinaryTest(parameterized.TestCase):
     self.assertEqual(again.returncode, 0, again.stderr[-3000:])
     self.assertEqual(again.stdout.count('nothing to do'), 2, again.stdout)
     self.assertNotIn('round 1/2', again.stdout)
-    # Other flags after `--` never reuse them: the run is refused, by name.
+    # Other flags after `--` never reuse them: the run is refused, by name,
+    # and the sweep with it (exit 2: re-running the same command will not
+    # help).
     other = fixtures.run_module('experiments.noise_sweep', *args, '--',
                                 '--client_lr=0.7', timeout=600)
-    self.assertEqual(other.returncode, 1)
+    self.assertEqual(other.returncode, 2)
     self.assertIn('client_lr: 0.5 -> 0.7', other.stderr)
     self.assertIn('z0_seed4', other.stderr)
 

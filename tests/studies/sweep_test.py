@@ -33,6 +33,11 @@ _BAD_INPUT = (
                         '--tie=noise_multiplier=0.025*client_lr'],
      'is not an --axis'),
     ('no_axis', [], '--axis: give at least one axis'),
+    # Refused by the training binary (its flags after `--`): the sweep
+    # stops with exit 2 too (it was 1, as if re-running could help).
+    ('a_run_its_binary_refuses', ['--axis=client_lr=0.5', '--',
+                                  '--client_batch_size=0'],
+     'the run client_lr0.5_seed1 was refused (exit code 2)'),
 )
 
 
