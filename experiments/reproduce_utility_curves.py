@@ -122,18 +122,20 @@ def run():
       _ROOT.value or f'runs/utility_curves{suffix}', scale,
       cache_dir=_CACHE_DIR.value, corpus_sentences=max(
           2000, scale.pretrain_batch * max(pretrain_steps) * 2 // 3))
-  if real_text:
-    available = stackoverflow.num_clients(_CACHE_DIR.value)
-    clients = runner.config().clients_per_round
-    if available < clients:
-      raise stackoverflow.DataError(
-          f'--cache_dir={_CACHE_DIR.value}: its corpus has {available} '
-          f'training clients, fewer than the {clients} a round of these '
-          f'runs (a longer history, or a lower build_git_corpus '
-          f'--min_examples_per_client).')
-    if not _FIGURE_1A_ONLY.value:
-      stackoverflow.check_clients_per_round(_CACHE_DIR.value, max(goals),
-                                            flag='--report_goals')
+  # Refused before the first run, not in the middle of the study.
+  available = len(runner.train_data.client_ids)
+  data = (f'the corpus in --cache_dir={_CACHE_DIR.value}' if real_text else
+          'the generated data')
+  clients = runner.config().clients_per_round
+  if available < clients:
+    raise stackoverflow.DataError(
+        f'--cache_dir={_CACHE_DIR.value}: its corpus has {available} '
+        f'training clients, fewer than the {clients} a round of these runs '
+        f'(a longer history, or a lower build_git_corpus '
+        f'--min_examples_per_client).')
+  if not _FIGURE_1A_ONLY.value and max(goals) > available:
+    raise ValueError(f'--report_goals={max(goals)}: {data} has {available} '
+                     f'training clients; use report goals up to that.')
   os.makedirs(_OUT.value, exist_ok=True)
   study = utility_curves.Study(
       runner=runner, scale=scale, seeds=seeds, out=_OUT.value, suffix=suffix,
