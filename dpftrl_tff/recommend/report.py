@@ -191,7 +191,9 @@ def launch_duration(launch: Dict) -> str:
   it ran short of the report goal."""
   days = launch['simulated_days']
   text = (f'In the timer model its {launch["rounds"]} rounds take '
-          f'{days:.1f} days ({launch["rounds"] / days:.0f} rounds a day)')
+          f'{days:.1f} days')
+  if days > 0:   # A round takes round_minutes > 0: always, in the model.
+    text += f' ({launch["rounds"] / days:.0f} rounds a day)'
   if launch['short_rounds']:
     text += (f'; {launch["short_rounds"]} of them run short of the report '
              f'goal (too few devices check in)')
