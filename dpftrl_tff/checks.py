@@ -119,19 +119,28 @@ def check_name(value: Any, name: str) -> str:
   return value
 
 
+# z at most: far above any useful noise (the planner's largest launches
+# need thousands), and the accounting squares z, which overflows a float
+# near 1e154.
+MAX_NOISE_MULTIPLIER = 1e12
+
+
 def check_noise_multiplier(value: Any, *, positive: bool = False,
                            what: str = '') -> float:
   """The one check of --noise_multiplier z (every binary and mechanism).
 
   z >= 0 in training (0: no noise, said at the start); z > 0 where privacy
-  is computed (`positive`). `what` says what the noise is for, in binaries
-  whose z is one of several (e.g. "the DP runs' noise").
+  is computed (`positive`); z <= MAX_NOISE_MULTIPLIER. `what` says what the
+  noise is for, in binaries whose z is one of several (e.g. "the DP runs'
+  noise").
   """
   bound = '> 0' if positive else '>= 0'
   if (value is None or isinstance(value, bool) or
       not isinstance(value, (int, float)) or not math.isfinite(value) or
-      value < 0 or (positive and value == 0)):
-    raise ValueError(f'--noise_multiplier must be {bound}'
+      value < 0 or (positive and value == 0) or
+      value > MAX_NOISE_MULTIPLIER):
+    raise ValueError(f'--noise_multiplier must be {bound} and <= '
+                     f'{MAX_NOISE_MULTIPLIER:g}'
                      f'{f" ({what})" if what else ""}, a finite number; got '
                      f'{value}.')
   return float(value)

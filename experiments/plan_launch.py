@@ -154,8 +154,8 @@ def plan():
                                                  '--timer_hours')))
   if _MODEL.value != 'timer':
     timers = timers[:1]
-  if _ROUNDS.value is None or _ROUNDS.value < 1:
-    raise ValueError(f'--rounds must be >= 1, got {_ROUNDS.value}.')
+  checks.check_int(_ROUNDS.value, '--rounds', minimum=1,
+                   maximum=config_lib.MAX_ROUNDS)
   checks.check_noise_multiplier(_NOISE.value, positive=True)
   target = _target_zcdp()
   mechanism = _mechanism()
@@ -205,6 +205,12 @@ def plan():
   return report
 
 
+def _min_sep(value: int) -> str:
+  """MinS as the table prints it: '-' where no device took part twice (the
+  participation log's -1)."""
+  return '-' if value < 0 else str(value)
+
+
 def _format(report):
   lines = ['report goal  z       timer h  rounds/day  MinS (cap)    MaxP  '
            'short  rho-zCDP    epsilon']
@@ -213,7 +219,8 @@ def _format(report):
         f'{c["report_goal"]:>11}  {c["noise_multiplier"]:<6.3g}  '
         f'{c.get("timer_hours", float("nan")):>7g}  '
         f'{c.get("rounds_per_day", float("nan")):>10.1f}  '
-        f'{c["observed_min_separation"]:>4} ({c["population_min_separation"]:>4})'
+        f'{_min_sep(c["observed_min_separation"]):>4} '
+        f'({c["population_min_separation"]:>4})'
         f'  {c["observed_max_participation"]:>6}  {c["short_rounds"]:>5}  '
         f'{c["zcdp"]:<10.4g}  {c["epsilon"]:.3f}')
   for c in report['candidates']:
@@ -230,8 +237,9 @@ def _format(report):
         f'goal {rec["report_goal"]}, noise multiplier '
         f'{rec["noise_multiplier"]:.4g}, timer {rec.get("timer_hours", "-")} '
         f'h ({rec["reason"]}).')
-  lines.append('MinS: rounds strictly between two participations; (cap) = '
-               'floor(population / report goal) - 1.')
+  lines.append('MinS: rounds strictly between two participations (-: no '
+               'device took part twice); (cap) = floor(population / report '
+               'goal) - 1.')
   return '\n'.join(lines)
 
 

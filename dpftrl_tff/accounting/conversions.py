@@ -70,12 +70,18 @@ def epsilon_analytic_gaussian(rho: float,
       return -math.inf
     return a + math.log1p(-math.exp(b - a)) - math.log(delta)
 
+  if log_gap(0.0) <= 0:
+    return 0.0
+  # Bracketed by powers of 2 on both sides, so that the tolerance is
+  # relative at every scale (an absolute one is as large as the root itself
+  # for the epsilon of a tiny rho).
   hi = 1.0
   while log_gap(hi) > 0:
     hi *= 2.0
-  if log_gap(0.0) <= 0:
-    return 0.0
-  return optimize.brentq(log_gap, 0.0, hi, xtol=1e-10, rtol=1e-12)
+  lo = hi
+  while log_gap(lo) <= 0:   # log_gap(0) > 0: stops.
+    lo /= 2.0
+  return optimize.brentq(log_gap, lo, hi, xtol=1e-13 * lo, rtol=1e-12)
 
 
 def epsilon_pld(rho: float, delta: float = DEFAULT_DELTA, *,
@@ -174,11 +180,21 @@ def zcdp_for_epsilon(epsilon: float, delta: float = DEFAULT_DELTA) -> float:
   """
   epsilon = checks.check_positive(epsilon, 'epsilon')
   _check(1.0, delta)
+  # Bracketed by powers of 2 on both sides: a relative tolerance at every
+  # scale (rho is about 3e-10 for epsilon 1e-4 at delta 1e-10).
   hi = 1.0
   while epsilon_analytic_gaussian(hi, delta) < epsilon:
     hi *= 2.0
-  return optimize.brentq(lambda r: epsilon_analytic_gaussian(r, delta) -
-                         epsilon, 0.0, hi, xtol=1e-12, rtol=1e-12)
+  lo = hi
+  while epsilon_analytic_gaussian(lo, delta) > epsilon:
+    lo /= 2.0
+  try:
+    return optimize.brentq(lambda r: epsilon_analytic_gaussian(r, delta) -
+                           epsilon, lo, hi, xtol=1e-13 * lo, rtol=1e-12)
+  except RuntimeError:   # Near 1e-15 the conversion is flat in float64.
+    raise ValueError(f'--target_epsilon={epsilon:g}: too small to convert '
+                     f'to rho-zCDP at delta {delta:g} in floating point.'
+                     ) from None
 
 
 # A target's rho is lowered by this much more, so that a rho computed back
@@ -196,10 +212,20 @@ def zcdp_within_epsilon(epsilon: float,
   PLD is pessimistic, so at the exact inverse (`zcdp_for_epsilon`) it may
   print a hair above the target (10.00000006 for 10): a plan that meets
   the rho it returns never claims a target its own report contradicts.
+
+  Below an epsilon of about 1e-4 PLD's loss discretization (1e-4) is
+  coarser than the target, and no rho near the exact one reports within
+  it: such a target raises ValueError instead of planning for a rho
+  thousands of times smaller (or 0).
   """
-  rho = zcdp_for_epsilon(epsilon, delta)
+  exact = rho = zcdp_for_epsilon(epsilon, delta)
   step = _TARGET_MARGIN
   while epsilon_pld(rho * (1 + _TARGET_MARGIN), delta) > epsilon:
     rho *= 1 - step
     step = min(2 * step, 0.5)
+    if rho < exact / 2:
+      raise ValueError(
+          f'--target_epsilon={epsilon:g}: the reported epsilon (PLD, whose '
+          f'privacy-loss discretization is 1e-4) cannot certify a target '
+          f'this small; plan for 1e-4 or more.')
   return rho

@@ -94,8 +94,9 @@ def _check_numbers(*, rounds, noise_multiplier, max_participation,
                       ('noise_multiplier', noise_multiplier)):
     if value is None:
       raise ValueError(f'--{name} is required.')
-  if rounds < 1:
-    raise ValueError(f'--rounds must be an integer >= 1, got {rounds}.')
+  # The training config's bound, under this binary's name for the flag.
+  checks.check_int(rounds, '--rounds', minimum=1,
+                   maximum=config_lib.MAX_ROUNDS)
   checks.check_noise_multiplier(noise_multiplier, positive=True)
   if max_participation is not None and max_participation < 1:
     raise ValueError(f'--max_participation must be an integer >= 1, got '

@@ -1,7 +1,10 @@
 """Tests of the launch planner binary and the epsilon-to-zCDP inversion."""
 
+import math
+
 from absl.testing import absltest
 from absl.testing import parameterized
+from scipy import stats
 
 from dpftrl_tff import accounting
 from dpftrl_tff import strict_json
@@ -186,6 +189,38 @@ class ConversionTest(absltest.TestCase):
       if rho < 10:
         self.assertAlmostEqual(accounting.epsilon_pld(rho, 1e-10), eps,
                                delta=0.01)
+
+  def test_conversions_are_exact_at_small_epsilons(self):
+    # Independent: the Gaussian mechanism's delta at (epsilon, rho),
+    # Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2), mu = sqrt(2 rho)
+    # (Balle and Wang 2018), must be the delta the conversion was asked
+    # for. An absolute tolerance in the root finding missed it by 1e-3
+    # relative at epsilon 1e-5, and returned 0 below 1e-7.
+    def delta_of(eps, rho):
+      mu = math.sqrt(2 * rho)
+      return (stats.norm.cdf(-eps / mu + mu / 2) -
+              math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2))
+
+    for eps in (20.0, 1.0, 1e-2, 1e-3, 1e-4, 1e-5, 1e-7):
+      rho = accounting.zcdp_for_epsilon(eps, 1e-10)
+      self.assertGreater(rho, 0)
+      self.assertAlmostEqual(delta_of(eps, rho) / 1e-10, 1.0, delta=1e-5,
+                             msg=eps)
+      back = accounting.epsilon_analytic_gaussian(rho, 1e-10)
+      self.assertAlmostEqual(back / eps, 1.0, delta=1e-8, msg=eps)
+
+  def test_targets_below_what_the_report_resolves_are_refused(self):
+    # The reported epsilon (PLD, loss discretization 1e-4) certifies 1e-4
+    # but not 1e-5; far smaller, the conversion itself cannot converge.
+    rho = accounting.zcdp_within_epsilon(1e-4, 1e-10)
+    self.assertGreater(rho, 0.5 * accounting.zcdp_for_epsilon(1e-4, 1e-10))
+    self.assertLessEqual(accounting.epsilon_pld(rho, 1e-10), 1e-4)
+    with self.assertRaisesRegex(ValueError,
+                                '--target_epsilon=1e-05: the reported'):
+      accounting.zcdp_within_epsilon(1e-5, 1e-10)
+    with self.assertRaisesRegex(ValueError, '--target_epsilon=1e-30: too '
+                                'small'):
+      accounting.zcdp_for_epsilon(1e-30, 1e-10)
 
   def test_a_target_rho_reports_an_epsilon_within_the_target(self):
     # PLD, what reports print, is pessimistic: at the exact inverse it can
