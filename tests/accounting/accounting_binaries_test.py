@@ -22,6 +22,10 @@ _run = fixtures.run_module
 
 _BAD_INPUT = (
     ('negative_rounds', ['--rounds=-1', '--noise_multiplier=1'], 'rounds'),
+    ('rounds_above_the_limit', ['--rounds=1000000', '--noise_multiplier=1'],
+     '--rounds must be an integer <= 100000'),
+    ('noise_that_overflows', ['--rounds=10', '--noise_multiplier=1e300'],
+     '--noise_multiplier must be > 0 and <= 1e+12'),
     ('zero_noise', ['--rounds=10', '--noise_multiplier=0'],
      'noise_multiplier'),
     ('missing_noise', ['--rounds=10'], 'noise_multiplier'),

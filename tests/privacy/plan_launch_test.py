@@ -34,6 +34,18 @@ class PlanLaunchTest(parameterized.TestCase):
     self.assertAlmostEqual(c['zcdp'], 3.375, places=12)
     self.assertEqual(sum(c['participations_histogram']), 20000)
 
+  def test_min_sep_reads_as_a_dash_when_no_device_took_part_twice(self):
+    # 100 rounds of 100 of 20,000 devices under min_sep_groups: each device
+    # at most once; the log's -1 is not printed as a number.
+    proc = _run('--population=20000', '--report_goals=100', '--rounds=100',
+                '--participation=min_sep_groups', '--noise_multiplier=2',
+                '--reference_report_goal=100')
+    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    (row,) = [line for line in proc.stdout.splitlines()
+              if line.startswith('        100 ')]
+    self.assertIn(' - ( 199)', row)
+    self.assertNotIn('-1', row)
+
   def test_planner_recommends_and_scales_noise_with_report_goal(self):
     proc = _run('--population=30000', '--report_goals=100,200',
                 '--timer_hours=6,12', '--rounds=200', '--noise_multiplier=7',
@@ -165,6 +177,11 @@ _BAD_INPUT = (
     ('both_targets', ['--population=1000', '--report_goals=10',
                       '--target_zcdp=1', '--target_epsilon=2'],
      'not both'),
+    ('rounds_above_the_limit', ['--population=1000', '--rounds=1000000'],
+     '--rounds must be an integer <= 100000'),
+    ('target_below_what_the_report_resolves',
+     ['--population=1000', '--report_goals=10', '--target_epsilon=1e-5'],
+     '--target_epsilon=1e-05: the reported epsilon'),
 )
 
 
