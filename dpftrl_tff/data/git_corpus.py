@@ -442,6 +442,7 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
 def write_public_text(output_dir: str, documents: Iterable[Dict[str, str]],
                       min_tokens_per_sentence: int = 3) -> Dict:
   """public_text.txt: every document's sentences, one a line."""
+  os.makedirs(output_dir, exist_ok=True)
   path = os.path.join(output_dir, PUBLIC_TEXT_NAME)
   files = sentences = tokens = 0
   with open(path + '.tmp', 'w', encoding='utf-8') as f:
@@ -456,10 +457,17 @@ def write_public_text(output_dir: str, documents: Iterable[Dict[str, str]],
         sentences += 1
         tokens += s.count(' ') + 1
   os.replace(path + '.tmp', path)
-  if sentences == 0:
-    raise CorpusError(f'The documentation ({files} file(s)) has no '
-                      f'sentences of at least {min_tokens_per_sentence} '
-                      f'tokens.')
+  # Its TFDS validation split is every VALIDATION_EVERY-th sentence.
+  # TensorFlow (and TFDS) only where public text is written.
+  from dpftrl_tff.data import public_corpus  # pylint: disable=g-import-not-at-top
+  least = public_corpus.VALIDATION_EVERY
+  if sentences < least:
+    raise CorpusError(
+        f'The documentation ({files} file(s)) has {sentences} sentence(s) of '
+        f'at least {min_tokens_per_sentence} tokens: public text needs '
+        f'{least} or more (every {least}th is held out for validation). '
+        f'Give more documentation, or none (no --docs_dir or --docs_jsonl) '
+        f'to build the corpus without public text.')
   return dict(files=files, sentences=sentences, tokens=tokens, path=path)
 
 
@@ -475,12 +483,16 @@ def build(output_dir: str, commits: Iterable[Commit],
   settings.validate()
   authors = group_by_author(commits, settings)
   splits = assign_splits(authors, settings)
+  # The public text first: documentation too short for it is refused
+  # before the database is written.
+  public = (None if documents is None else
+            write_public_text(output_dir, documents))
   stats = write_database(output_dir, splits)
   stats['authors'] = len(authors)
   stats['authors_dropped'] = len(authors) - sum(
       len(v) for v in splits.values())
-  if documents is not None:
-    stats['public_text'] = write_public_text(output_dir, documents)
+  if public is not None:
+    stats['public_text'] = public
     # TensorFlow Datasets only when there is public text to prepare.
     from dpftrl_tff.data import public_corpus  # pylint: disable=g-import-not-at-top
     builder = public_corpus.public_text_builder(output_dir, prepare=True)

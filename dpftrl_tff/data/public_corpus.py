@@ -179,7 +179,7 @@ def embedded_builder(data_dir: str, **config):
 
 PUBLIC_TEXT_NAME = 'dpftrl_public_text'
 PUBLIC_TEXT_FILE = 'public_text.txt'
-_VALIDATION_EVERY = 20
+VALIDATION_EVERY = 20
 
 
 class PublicText(tfds.core.GeneratorBasedBuilder):
@@ -218,7 +218,7 @@ class PublicText(tfds.core.GeneratorBasedBuilder):
   def _generate_examples(self, validation: bool):
     with open(self._source_file, encoding='utf-8') as f:
       for i, line in enumerate(f):
-        if (i % _VALIDATION_EVERY == _VALIDATION_EVERY - 1) == validation:
+        if (i % VALIDATION_EVERY == VALIDATION_EVERY - 1) == validation:
           yield i, {'text': line.rstrip('\n')}
 
 

@@ -311,6 +311,9 @@ class BuildTest(absltest.TestCase):
     with open(bad_jsonl, 'w') as f:
       f.write('{"author": "a", "date": "2020-01-01", "message": "x y"}\n'
               '{"author": 3}\n')
+    few_docs = fixtures.write_jsonl(
+        os.path.join(tempfile.mkdtemp(), 'docs.jsonl'),
+        [dict(path='a.md', text='The widget is safe. It keeps its data.')])
     bad_date = os.path.join(tempfile.mkdtemp(), 'c.jsonl')
     with open(bad_date, 'w') as f:
       f.write('{"author": "a", "date": "2020-01-01T10:00:00Z", "message": '
@@ -328,6 +331,13 @@ class BuildTest(absltest.TestCase):
         (lambda: list(git_corpus.read_commits_jsonl(bad_date)),
          "line 2: date 'Thu Apr 7 .* is not ISO 8601"),
         (lambda: self._build_here(min_examples_per_client=1000), 'too few'),
+        # Too little public text for its validation split (every 20th):
+        # refused before the database is written (it was TFDS's traceback).
+        (lambda: git_corpus.build(
+            tempfile.mkdtemp(), git_corpus.read_git_log(self.repo),
+            git_corpus.BuildSettings(heldout_fraction=0.2, test_fraction=0.2),
+            documents=git_corpus.read_docs_jsonl(few_docs)),
+         'has 2 sentence\\(s\\) of at least 3 tokens: public text needs 20'),
         (lambda: settings(heldout_fraction=0.9).validate(),
          '--heldout_fraction'),
         (lambda: settings(split='time').validate(), '--split')):
