@@ -136,7 +136,8 @@ def _is_code_line(line: str) -> bool:
 def message_sentences(message: str, *,
                       min_tokens_per_sentence: int = 2) -> List[str]:
   """A commit message's tokenized sentences (see the module docstring)."""
-  lines = message.replace('\r\n', '\n').split('\n')
+  # Line ends of any platform: \r\n (Windows), a lone \r (classic Mac OS).
+  lines = message.replace('\r\n', '\n').replace('\r', '\n').split('\n')
   if not lines or _MERGE_RE.match(lines[0]):
     return []
   kept: List[Optional[str]] = []   # None separates paragraphs.
@@ -256,7 +257,7 @@ def document_sentences(text: str, *,
         out.append(' '.join(tokens))
     paragraph.clear()
 
-  for line in text.replace('\r\n', '\n').split('\n'):
+  for line in text.replace('\r\n', '\n').replace('\r', '\n').split('\n'):
     stripped = line.strip()
     if re.fullmatch(r'(-{4,}|\.{4,}|`{3}.*|~{4,}|={4,}|\*{4,})', stripped):
       in_block = not in_block

@@ -147,6 +147,17 @@ class MessageTest(absltest.TestCase):
         ['\u4fee \u590d \u9519 \u8bef \u3002',
          '\u6dfb \u52a0 \u529f \u80fd \uff01', '\u5b8c \u6210'])
 
+  def test_line_ends_of_any_platform(self):
+    expected = ['fix the thing now', 'body text is here .', 'and more .']
+    for end in ('\n', '\r\n', '\r'):
+      message = end.join(['Fix the thing now', '', 'Body text is here. And '
+                          'more.', '', 'Signed-off-by: A <a@b.c>', ''])
+      self.assertEqual(git_text.message_sentences(message), expected,
+                       repr(end))
+      self.assertEqual(git_text.document_sentences(message.replace(
+          'Signed-off-by: A <a@b.c>', '')), ['fix the thing now'] +
+                       expected[1:], repr(end))
+
   def test_tags_and_emails_end_where_they_should(self):
     # A tag is "<" to the next ">" without another "<" between; an e-mail
     # address is removed whole, from the start of its local part.
