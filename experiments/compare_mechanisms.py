@@ -56,6 +56,7 @@ from dpftrl_tff.accounting import sampled_gaussian
 from dpftrl_tff.aggregators.mechanisms import bandmf as bandmf_mechanism
 from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.run import run_directory
+from dpftrl_tff.studies import sweeps
 from dpftrl_tff.studies import training_runs
 
 _OUTPUT_DIR = flags.DEFINE_string('output_dir', 'docs/figures',
@@ -235,6 +236,12 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   console.quiet_libraries()   # No absl INFO lines (the BLT optimizer's).
+  if _TRAIN.value:
+    try:   # Before the tables: the runs would each fail on it.
+      sweeps.check_flagfile(_TRAIN_FLAGFILE.value, '--train_flagfile')
+    except ValueError as e:
+      print(f'error: {e}', file=sys.stderr)
+      return 2
   rows = comparison.compare_paper_rows()
   _print_privacy(rows)
   _write_privacy(rows, _OUTPUT_DIR.value)

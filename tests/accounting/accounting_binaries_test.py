@@ -1,5 +1,6 @@
 """Tests of the accounting binaries as a user runs them."""
 
+import csv
 import json
 import os
 import tempfile
@@ -197,6 +198,32 @@ class ReproduceTest(absltest.TestCase):
     self.assertLen(rows, 20)
     for row in rows:
       self.assertTrue(row['agrees'], row)
+
+  def test_compare_mechanisms_writes_its_table(self):
+    out = tempfile.mkdtemp()
+    procs = fixtures.run_module_cases('experiments.compare_mechanisms', [
+        [f'--output_dir={out}'],
+        # Refused before the tables, not by each of its four runs.
+        ['--train', '--train_flagfile=/nonexistent.flags',
+         f'--output_dir={tempfile.mkdtemp()}']])
+    self.assertEqual(procs[0].returncode, 0, procs[0].stderr[-2000:])
+    with open(os.path.join(out, 'compare_mechanisms.csv')) as f:
+      rows = {r['task']: r for r in csv.DictReader(f)}
+    self.assertIn('de-DE', rows)
+    de = rows['de-DE']
+    # The tree's column is the accountant's (Table 1's de-DE row); BLT and
+    # BandMF spend less rho than the tree at the same z (their purpose).
+    self.assertAlmostEqual(float(de['tree_zcdp']),
+                           accounting.compute_zcdp_single_tree(7.0, 930, 4,
+                                                               212))
+    self.assertLess(float(de['blt_zcdp']), float(de['tree_zcdp']))
+    self.assertLess(float(de['bandmf_zcdp']), float(de['tree_zcdp']))
+    self.assertTrue(os.path.isfile(os.path.join(out,
+                                                'compare_mechanisms.png')))
+    self.assertEqual(procs[1].returncode, 2, procs[1].stderr[-2000:])
+    self.assertIn("--train_flagfile='/nonexistent.flags' does not exist",
+                  procs[1].stderr)
+    self.assertNotIn('Traceback', procs[1].stderr)
 
   def test_figures_refuse_bad_lists_in_one_line(self):
     cases = ((['--min_separations=a'], '--min_separations must be integers'),
