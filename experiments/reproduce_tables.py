@@ -47,10 +47,15 @@ def main(argv):
     fields = ['table', 'task', 'rounds', 'min_separation',
               'max_participation', 'paper_zcdp', 'zcdp', 'paper_epsilon',
               'epsilon', 'epsilon_of_rounded_zcdp', 'agrees', 'note']
-    with open(_OUTPUT_CSV.value, 'w', newline='') as f:
-      writer = csv.DictWriter(f, fieldnames=fields, extrasaction='ignore')
-      writer.writeheader()
-      writer.writerows(rows)
+    try:
+      with open(_OUTPUT_CSV.value, 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction='ignore')
+        writer.writeheader()
+        writer.writerows(rows)
+    except OSError as e:
+      print(f'error: --output_csv={_OUTPUT_CSV.value}: '
+            f'{console.describe_os_error(e)}', file=sys.stderr)
+      return 2
   return 0 if agree == len(rows) else 1
 
 

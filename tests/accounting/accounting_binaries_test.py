@@ -199,6 +199,25 @@ class ReproduceTest(absltest.TestCase):
     for row in rows:
       self.assertTrue(row['agrees'], row)
 
+  def test_reproduce_tables_writes_every_row_or_refuses_the_place(self):
+    folder = tempfile.mkdtemp()
+    not_a_dir = os.path.join(folder, 'file')
+    with open(not_a_dir, 'w') as f:
+      f.write('x')
+    path = os.path.join(folder, 'tables.csv')
+    ok, refused = fixtures.run_module_cases('experiments.reproduce_tables', [
+        [f'--output_csv={path}'], [f'--output_csv={not_a_dir}/t.csv']])
+    self.assertEqual(ok.returncode, 0, ok.stderr[-2000:])
+    self.assertIn('20 of 20 rows agree', ok.stdout)
+    with open(path) as f:
+      rows = list(csv.DictReader(f))
+    self.assertLen(rows, 20)
+    self.assertTrue(all(r['agrees'] == 'True' for r in rows))
+    self.assertEqual(refused.returncode, 2, refused.stderr[-2000:])
+    self.assertIn(f'--output_csv={not_a_dir}/t.csv: cannot use',
+                  refused.stderr)
+    self.assertNotIn('Traceback', refused.stderr)
+
   def test_compare_mechanisms_writes_its_table(self):
     out = tempfile.mkdtemp()
     procs = fixtures.run_module_cases('experiments.compare_mechanisms', [
