@@ -62,7 +62,8 @@ def run_main(run: Callable[[], Any], argv: Sequence[str],
   """A binary's main: run(), with bad input and interrupts as one line.
 
   Refuses positional arguments; ValueError and OSError print one line, no
-  traceback (--verbosity=1 logs it). Exit codes: 2 the command was refused
+  traceback (--verbosity=1 logs it). An int that run() returns is the exit
+  code (anything else: 0). Exit codes: 2 the command was refused
   (a bad flag, bad data, an unwritable output place); 1 the infrastructure
   failed (a crashed local TFF worker, `runtime.WorkerLost`; a lost or
   unreachable remote worker, an error marked `infrastructure`; a full disk
@@ -76,7 +77,7 @@ def run_main(run: Callable[[], Any], argv: Sequence[str],
     return 2
   quiet_libraries()
   try:
-    run()
+    code = run()
   except KeyboardInterrupt as e:
     error(f'interrupted; {e}' if str(e) else
           'interrupted; the run keeps its last checkpoint (re-run the same '
@@ -96,7 +97,8 @@ def run_main(run: Callable[[], Any], argv: Sequence[str],
     return exit_code(e)
   finally:
     cleanup()
-  return 0
+  # A binary whose run() decides its own exit code returns it.
+  return code if isinstance(code, int) and not isinstance(code, bool) else 0
 
 
 # OSError numbers of a failing machine rather than a refused command.

@@ -232,10 +232,11 @@ def train_comparison(root, flagfile, z_tree, seed, output_dir):
   return out
 
 
-def main(argv):
+def _main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   console.quiet_libraries()   # No absl INFO lines (the BLT optimizer's).
+  os.makedirs(_OUTPUT_DIR.value, exist_ok=True)   # Refused now, not after.
   if _TRAIN.value:
     try:   # Before the tables: the runs would each fail on it.
       sweeps.check_flagfile(_TRAIN_FLAGFILE.value, '--train_flagfile')
@@ -254,6 +255,11 @@ def main(argv):
       return training_runs.exit_code(e)
   print(f'Tables and plots in {_OUTPUT_DIR.value}.')
   return 0
+
+
+def main(argv):
+  # An unwritable output place, like every refusal: one line, exit 2.
+  return console.run_main(lambda: _main(argv), argv)
 
 
 if __name__ == '__main__':

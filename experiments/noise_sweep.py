@@ -72,7 +72,7 @@ def summarize(rows):
   return sweeps.summarize(rows, ['noise_multiplier'])
 
 
-def main(argv):
+def _main(argv):
   extra_flags = argv[1:]
   console.quiet_libraries()
   try:
@@ -101,6 +101,11 @@ def main(argv):
   print(f'Unigram baseline {100 * rows[0]["unigram_baseline_accuracy"]:.2f}%.'
         f' Tables and plots in {_ROOT.value}.')
   return 0
+
+
+def main(argv):
+  # An unwritable output place, like every refusal: one line, exit 2.
+  return console.run_main(lambda: _main(argv), argv[:1])
 
 
 if __name__ == '__main__':

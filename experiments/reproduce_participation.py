@@ -121,7 +121,7 @@ def nwp_table():
   return rows
 
 
-def main(argv):
+def _main(argv):
   del argv
   console.quiet_libraries()
   os.makedirs(_OUTPUT.value, exist_ok=True)
@@ -156,6 +156,11 @@ def main(argv):
           f'{r["simulated_min_separation"]}) | {r["zcdp_observed"]:.2f} | '
           f'{r["zcdp_at_cap"]:.2f} |')
   return 0
+
+
+def main(argv):
+  # An unwritable output place, like every refusal: one line, exit 2.
+  return console.run_main(lambda: _main(argv), argv)
 
 
 if __name__ == '__main__':

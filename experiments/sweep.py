@@ -60,7 +60,7 @@ _ROOT = flags.DEFINE_string('root_output_dir', 'runs/sweep',
                             'Where the runs and the sweep tables go.')
 
 
-def main(argv):
+def _main(argv):
   extra_flags = argv[1:]
   console.quiet_libraries()
   try:
@@ -84,6 +84,11 @@ def main(argv):
   sweeps.print_table(table, list(sweeps.grid_points(axes, ties)[0]))
   print(f'Tables and plots in {_ROOT.value}.')
   return 0
+
+
+def main(argv):
+  # An unwritable output place, like every refusal: one line, exit 2.
+  return console.run_main(lambda: _main(argv), argv[:1])
 
 
 if __name__ == '__main__':

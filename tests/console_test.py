@@ -3,6 +3,8 @@
 import contextlib
 import errno
 import io
+import os
+import tempfile
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -11,6 +13,7 @@ from dpftrl_tff import console
 from dpftrl_tff import runtime
 from dpftrl_tff.remote import workers
 from dpftrl_tff.run import divergence
+from tests import fixtures
 
 
 def _raise(error):
@@ -47,6 +50,40 @@ class RunMainTest(parameterized.TestCase):
     lines = [l for l in err.getvalue().splitlines() if l.strip()]
     self.assertLen(lines, 1, err.getvalue())
     self.assertNotIn('Traceback', err.getvalue())
+
+  def test_an_int_from_run_is_the_exit_code(self):
+    self.assertEqual(console.run_main(lambda: 3, ['binary']), 3)
+    self.assertEqual(console.run_main(lambda: dict(a=1), ['binary']), 0)
+    self.assertEqual(console.run_main(lambda: True, ['binary']), 0)
+
+
+# The binaries that write outside a run directory, given a place under a
+# file: one line and exit 2 (four of them were tracebacks).
+_UNWRITABLE = (
+    ('reproduce_participation', ['--output_dir={place}', '--scale=500']),
+    ('reproduce_privacy_figures', ['--output_dir={place}']),
+    ('compare_mechanisms', ['--output_dir={place}']),
+    ('sweep', ['--axis=client_lr=0.5', '--root_output_dir={place}']),
+    ('noise_sweep', ['--noise_multipliers=0', '--seeds=1',
+                     '--root_output_dir={place}']),
+)
+
+
+class UnwritableOutputTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(*[(m, m, args) for m, args in _UNWRITABLE])
+  def test_is_one_line(self, module, args):
+    folder = tempfile.mkdtemp()
+    not_a_dir = os.path.join(folder, 'file')
+    with open(not_a_dir, 'w') as f:
+      f.write('x')
+    place = os.path.join(not_a_dir, 'out')
+    proc = fixtures.run_module(f'experiments.{module}',
+                               *[a.format(place=place) for a in args])
+    self.assertEqual(proc.returncode, 2, proc.stderr[-2000:])
+    self.assertIn(f'cannot use {place}', proc.stderr)
+    self.assertNotIn('Traceback', proc.stderr)
+    self.assertLen(fixtures.own_lines(proc.stderr), 1, proc.stderr)
 
 
 if __name__ == '__main__':
