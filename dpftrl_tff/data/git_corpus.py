@@ -31,8 +31,8 @@ What a commit message becomes (`message_sentences`):
 Clients: an author's identity (the e-mail git reports, after .mailmap) is
 replaced on reading by its HMAC-SHA256 under a random salt drawn for this
 process and never stored; client ids are sequence numbers in order of the
-author's first commit (its time in UTC, then commit id), so the database depends only
-on the input and `seed`, never on the salt. Authors with fewer than
+author's first commit (its time in UTC, then commit id), so the database
+depends only on the input and `seed`, never on the salt. Authors with fewer than
 `min_examples_per_client` sentences are left out. Splits are by author:
 `split='random'` permutes the authors with `seed`; `split='date'` gives the
 oldest authors (by first commit) to train, the next to heldout and the
@@ -211,13 +211,18 @@ def read_git_log(repo: str, hasher=None) -> Iterator[Commit]:
         ['git', '-C', repo, 'log', '--no-merges', '--encoding=UTF-8',
          f'--format={fmt}'], stdout=subprocess.PIPE, stderr=stderr)
     try:
-      pending = b''
+      pending: List[bytes] = []   # The start of a record cut by a chunk.
       while True:
         chunk = proc.stdout.read(_LOG_CHUNK_BYTES)
-        pending += chunk
-        *records, pending = pending.split(_RECORD.encode())
-        if not chunk:
-          records.append(pending)
+        if not chunk:   # The end: what is left is the last record.
+          records = [b''.join(pending)]
+        else:
+          parts = chunk.split(_RECORD.encode())
+          if len(parts) == 1:
+            pending.append(chunk)
+            continue
+          records = [b''.join(pending) + parts[0]] + parts[1:-1]
+          pending = [parts[-1]]
         for raw in records:
           record = _decode_record(raw).lstrip('\n')
           if record:
