@@ -101,6 +101,11 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
                                budget, stopped_by_budget))
 
 
+# A launch the timer model takes longer than this for gets a suggestion
+# (this project's threshold: the paper gives no launch durations).
+LONG_LAUNCH_DAYS = 30
+
+
 def _suggestions(chosen, unigram, target, meets_utility, plan, budget,
                  stopped_by_budget) -> List[str]:
   out = []
@@ -124,6 +129,15 @@ def _suggestions(chosen, unigram, target, meets_utility, plan, budget,
     out.append('The report goal is capped: the launch needs more noise per '
                'client than was simulated; simulate at its z / m before '
                'launching, or allow a larger report goal.')
+  if plan.simulated_days > LONG_LAUNCH_DAYS or plan.short_rounds:
+    out.append(
+        f'In the timer model the launch takes {plan.simulated_days:.0f} days'
+        + (f' and {plan.short_rounds} rounds run short of the report goal'
+           if plan.short_rounds else '')
+        + ': the population checks in too slowly for this report goal; a '
+        'smaller report goal (--max_report_goal), fewer rounds or a larger '
+        'population would launch faster, at less privacy per round or less '
+        'training.')
   curve = chosen.get('curve') or []
   if len(curve) >= 3 and curve[-1][1] > max(a for _, a in curve[:-1]) + 0.002:
     out.append(f'Accuracy was still rising at round {budget.rounds}: the '

@@ -2,6 +2,7 @@
 launch half (`recommend.launch`) against the accountant and a closed form."""
 
 import math
+import types
 from unittest import mock
 
 from absl.testing import absltest
@@ -13,6 +14,7 @@ from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.recommend import launch
 from dpftrl_tff.recommend import pipeline
 from dpftrl_tff.recommend import policy
+from dpftrl_tff.recommend import report
 
 
 class UtilityTargetTest(absltest.TestCase):
@@ -168,6 +170,25 @@ class TimerTest(absltest.TestCase):
   def test_largest_min_sep_when_none_is_near(self):
     sims = [self._sim(24, 40), self._sim(48, 60), self._sim(72, 60)]
     self.assertEqual(policy.timer(sims)['timer_hours'], 48)
+
+
+class SlowLaunchTest(absltest.TestCase):
+
+  def _suggestions(self, days, short):
+    plan = types.SimpleNamespace(capped=False, simulated_days=days,
+                                 short_rounds=short)
+    return report._suggestions(dict(accuracy=0.2, curve=[]), 0.05, None,
+                               True, plan, None, False)
+
+  def test_a_launch_of_more_than_a_month_or_short_rounds_is_said(self):
+    self.assertEqual(self._suggestions(9.2, 0), [])
+    self.assertEqual(self._suggestions(report.LONG_LAUNCH_DAYS, 0), [])
+    (slow,) = self._suggestions(64.1, 0)
+    self.assertIn('the launch takes 64 days: the population checks in too '
+                  'slowly', slow)
+    (short,) = self._suggestions(9.2, 3)
+    self.assertIn('takes 9 days and 3 rounds run short of the report goal',
+                  short)
 
 
 class LaunchTest(absltest.TestCase):
