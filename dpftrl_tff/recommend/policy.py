@@ -155,23 +155,48 @@ def capped_reason(report_goal: int, noise_multiplier: float,
           f'utility will be below the simulation\'s')
 
 
+def _separation(simulation: Dict):
+  """(MinS as the accountant takes it, the most MinS can be) of a timer
+  simulation of T rounds: no device taking part twice (the log's -1) is
+  MinS T - 1 (`launch.participation_of_simulation`), and the cap
+  floor(N / m) - 1 is at most T - 1."""
+  min_sep = simulation['observed_min_separation']
+  cap = simulation['population_min_separation']
+  rounds = simulation.get('rounds')
+  if rounds is not None:
+    cap = min(cap, rounds - 1)
+    if min_sep < 0:
+      min_sep = rounds - 1
+  return min_sep, cap
+
+
 def timer(simulations: Sequence[Dict],
           share: float = TIMER_MIN_SEP_SHARE) -> Dict:
   """Practice 4: the shortest timer whose MinS approaches the cap.
 
-  `simulations` have `timer_hours`, `observed_min_separation` and
-  `population_min_separation` (the cap, floor(N / m) - 1). The shortest
-  timer reaching `share` of the cap; if none does, the one with the
-  largest MinS (then the shorter).
+  `simulations` have `timer_hours`, `observed_min_separation`,
+  `observed_max_participation`, `population_min_separation` (floor(N / m)
+  - 1) and `rounds` T. The cap MinS can reach is min(floor(N / m) - 1,
+  T - 1), and a timer under which no device took part twice has MinS
+  T - 1 (MaxP 1: the least a launch can spend). The shortest timer reaching
+  `share` of the cap; if none does, the one with the largest MinS (then
+  the smaller MaxP, then the shorter).
+
+  Before 2026-11-27 (ninth stop) the cap was floor(N / m) - 1 even above
+  T - 1, and MaxP 1 ranked last (its MinS is -1 in the log): at 4.21M
+  devices, report goal 640 and 2000 rounds, a 250 h timer with MaxP 1 lost
+  to 166.5 h with MaxP 2.
   """
   if not simulations:
     raise ValueError('no timer simulation to choose from.')
   ordered = sorted(simulations, key=lambda s: s['timer_hours'])
   for s in ordered:
-    if s['observed_min_separation'] >= share * s['population_min_separation']:
+    min_sep, cap = _separation(s)
+    if min_sep >= share * cap:
       return s
-  return max(ordered, key=lambda s: (s['observed_min_separation'],
-                                     -s['timer_hours']))
+  return max(ordered, key=lambda s: (
+      _separation(s)[0], -s.get('observed_max_participation', 0),
+      -s['timer_hours']))
 
 
 def clipped_count_stddev(noise_multiplier: float,

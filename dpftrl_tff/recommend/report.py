@@ -363,8 +363,9 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
             f'![launch epsilon]({figures["launch"]})', '',
             '## 6. Timer (practice 4)',
             'The timer model of the population at each timer; the shortest '
-            'timer whose MinS reaches 90% of the cap floor(N / m) - 1 (else '
-            'the largest MinS):', '',
+            'timer whose MinS reaches 90% of the cap min(floor(N / m) - 1, '
+            'T - 1), no device taking part twice (MinS -1 below) counting as '
+            'MinS T - 1 (else the largest MinS):', '',
             '| report goal | timer h | MinS | cap | MaxP | days for the '
             'rounds | rounds short |',
             '| --- | --- | --- | --- | --- | --- | --- |']

@@ -171,6 +171,30 @@ class TimerTest(absltest.TestCase):
     sims = [self._sim(24, 40), self._sim(48, 60), self._sim(72, 60)]
     self.assertEqual(policy.timer(sims)['timer_hours'], 48)
 
+  def _launch_sim(self, hours, min_sep, max_p):
+    # 4.21M devices, report goal 640 (cap 6577), 2000 rounds.
+    return dict(timer_hours=hours, observed_min_separation=min_sep,
+                observed_max_participation=max_p,
+                population_min_separation=6577, rounds=2000)
+
+  def test_no_device_twice_is_the_most_separated(self):
+    # The git launch's timers (docs/recommend.md): 250 h left every device
+    # at one participation (the log's MinS -1).
+    sims = [self._launch_sim(83.5, 790, 3), self._launch_sim(166.5, 1471, 2),
+            self._launch_sim(250, -1, 1)]
+    chosen = policy.timer(sims)
+    self.assertEqual(chosen['timer_hours'], 250)
+    # The accountant agrees it is the least spent at the same noise.
+    spent = {s['timer_hours']: accounting.compute_zcdp_single_tree(
+        3.45, 2000, **launch.participation_of_simulation(s)) for s in sims}
+    self.assertEqual(min(spent, key=spent.get), 250)
+
+  def test_the_cap_is_at_most_the_rounds(self):
+    # MinS cannot pass T - 1 = 1999 whatever floor(N / m) - 1 is: 1850 is
+    # within 90% of it, so the shorter timer is enough.
+    sims = [self._launch_sim(100, 1850, 2), self._launch_sim(200, 1900, 2)]
+    self.assertEqual(policy.timer(sims)['timer_hours'], 100)
+
 
 class SlowLaunchTest(absltest.TestCase):
 
