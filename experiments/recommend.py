@@ -111,7 +111,10 @@ def _request(extra_flags) -> search.Request:
   checks.check_int(_CLIENTS.value, '--clients_per_round', minimum=1)
   checks.check_int(_MAX_GOAL.value, '--max_report_goal',
                    minimum=_CLIENTS.value)
-  stackoverflow.check_clients_per_round(_CACHE.value, _CLIENTS.value)
+  stackoverflow.check_clients_per_round(
+      _CLIENTS.value, stackoverflow.num_clients(_CACHE.value),
+      flag='--clients_per_round',
+      data=f'the corpus in --cache_dir={_CACHE.value}')
   ceiling = launch.report_goal_ceiling(_POPULATION.value, _MAX_GOAL.value)
   if ceiling < _CLIENTS.value:
     raise ValueError(

@@ -133,9 +133,9 @@ def run():
         f'training clients, fewer than the {clients} a round of these runs '
         f'(a longer history, or a lower build_git_corpus '
         f'--min_examples_per_client).')
-  if not _FIGURE_1A_ONLY.value and max(goals) > available:
-    raise ValueError(f'--report_goals={max(goals)}: {data} has {available} '
-                     f'training clients; use report goals up to that.')
+  if not _FIGURE_1A_ONLY.value:
+    stackoverflow.check_clients_per_round(max(goals), available,
+                                          flag='--report_goals', data=data)
   os.makedirs(_OUT.value, exist_ok=True)
   study = utility_curves.Study(
       runner=runner, scale=scale, seeds=seeds, out=_OUT.value, suffix=suffix,

@@ -132,16 +132,14 @@ def num_clients(cache_dir: str, split: str = 'train') -> int:
     conn.close()
 
 
-def check_clients_per_round(cache_dir: str, clients_per_round: int,
-                            flag: str = '--clients_per_round'):
-  """Raises DataError naming `flag` when the training split of the
-  database in `cache_dir` has fewer clients than a round takes: a binary
-  that starts many runs refuses it before the first."""
-  available = num_clients(cache_dir)
+def check_clients_per_round(clients_per_round: int, available: int, *,
+                            flag: str, data: str):
+  """Raises DataError naming `flag` when a round takes more clients than
+  the training split's `available` (of `data`, in words): a binary that
+  starts many runs refuses it before the first."""
   if available < clients_per_round:
-    raise DataError(
-        f'{flag}={clients_per_round}: the corpus in --cache_dir={cache_dir} '
-        f'has {available} training clients; use at most that many a round.')
+    raise DataError(f'{flag}={clients_per_round}: {data} has {available} '
+                    f'training clients; use at most that many a round.')
 
 
 def _check_example(blob, cache_dir: str):

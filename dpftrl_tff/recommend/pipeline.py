@@ -20,13 +20,12 @@ def least_noise_per_client(request: search_lib.Request, target_zcdp: float,
   """z / m the privacy target needs at `report_goal`, the largest the
   population allows (`launch.report_goal_ceiling`), with its MinS cap: no
   launch can have less noise per client."""
-  m = report_goal
   z = launch_lib.noise_for_target(
-      rounds=request.launch_rounds, report_goal=m, target_zcdp=target_zcdp,
-      delta=request.delta,
+      rounds=request.launch_rounds, report_goal=report_goal,
+      target_zcdp=target_zcdp, delta=request.delta,
       **launch_lib.ideal_participation(request.population,
-                                       request.launch_rounds, m))
-  return z / m
+                                       request.launch_rounds, report_goal))
+  return z / report_goal
 
 
 def adaptive_tuning_flags(noise_multiplier: float, clients_per_round: int, *,

@@ -181,11 +181,6 @@ def timer(simulations: Sequence[Dict],
   T - 1 (MaxP 1: the least a launch can spend). The shortest timer reaching
   `share` of the cap; if none does, the one with the largest MinS (then
   the smaller MaxP, then the shorter).
-
-  Before 2026-11-27 (ninth stop) the cap was floor(N / m) - 1 even above
-  T - 1, and MaxP 1 ranked last (its MinS is -1 in the log): at 4.21M
-  devices, report goal 640 and 2000 rounds, a 250 h timer with MaxP 1 lost
-  to 166.5 h with MaxP 2.
   """
   if not simulations:
     raise ValueError('no timer simulation to choose from.')
