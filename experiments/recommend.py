@@ -80,9 +80,10 @@ _BUDGET = flags.DEFINE_float('budget_minutes', 45.0,
                              'Time for the whole search on this machine.')
 _TIMERS = flags.DEFINE_list(
     'timer_hours', ['auto'],
-    'Timer periods the launch plan tries (hours); auto: 0.5, 1 and 1.5 '
+    'Timer periods the launch plan tries (hours); auto: 0.5, 1, 1.5 and 2 '
     'times the period holding as many rounds as the population\'s MinS cap '
-    'at the chosen report goal.')
+    'at the chosen report goal, in whole days from a day up (the paper\'s '
+    '24-hour units), shortest first until one approaches the cap.')
 _PRETRAIN = flags.DEFINE_integer(
     'pretrain_steps', 2000, 'Pretraining steps on the corpus\'s public text '
     '(practice 1); 0: none.')

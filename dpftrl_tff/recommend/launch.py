@@ -202,22 +202,38 @@ def smallest_report_goal(*, noise_per_client, population, rounds,
 
 
 # Practice 4 without given timers: timers around the one whose period holds
-# as many rounds as the population's MinS cap, at full speed.
-AUTO_TIMER_FACTORS = (0.5, 1.0, 1.5)
+# as many rounds as the population's MinS cap, at full speed; 2 because
+# the timer model's rounds per day fall below full speed (devices check in
+# at night only), so the period that reaches the cap is longer.
+AUTO_TIMER_FACTORS = (0.5, 1.0, 1.5, 2.0)
+_DAY_HOURS = 24
 
 
 def auto_timer_hours(population: int, rounds: int, report_goal: int,
                      timer_settings: participation.TimerSettings) -> List[float]:
-  """Timers (hours) to simulate for report goal m: the period in which the
-  system runs cap + 1 rounds (cap = floor(N / m) - 1, at most T - 1) at its
-  `round_minutes`, times `AUTO_TIMER_FACTORS`, to the half hour, at least
-  one round."""
+  """Timers (hours) to simulate for report goal m, shortest first.
+
+  The period in which the system runs cap + 1 rounds (cap = floor(N / m) -
+  1, at most T - 1) at its `round_minutes`, times `AUTO_TIMER_FACTORS`. A
+  timer of a day or more is rounded to whole days, as the paper raises its
+  timers "in the unit of 24 hours due to the uneven diurnal participation
+  pattern" (Sec. 4, System configuration): a device that took part in its
+  nightly window becomes eligible again at the same hour of a later night,
+  where a timer of 3.5 days leaves it out until the night after (in the
+  timer model, 83.5 h gives a smaller MinS than 72 h, over more days). A
+  shorter timer is rounded to the half hour, at least one round.
+  """
   cap = min(accounting.max_min_separation(population, report_goal),
             rounds - 1)
   hours = (cap + 1) * timer_settings.round_minutes / 60
   least = timer_settings.round_minutes / 60
-  return sorted({max(least, round(2 * f * hours) / 2)
-                 for f in AUTO_TIMER_FACTORS})
+
+  def rounded(value):
+    if value >= _DAY_HOURS:
+      return float(round(value / _DAY_HOURS) * _DAY_HOURS)
+    return max(least, round(2 * value) / 2)
+
+  return sorted({rounded(f * hours) for f in AUTO_TIMER_FACTORS})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,7 +266,8 @@ def plan(*, noise_per_client: float, population: int, rounds: int,
   The smallest report goal meeting the target under ideal participation
   (the population's MinS cap) is the first candidate; at each report goal
   tried, the timer model is simulated at each of `timer_hours` (None:
-  `auto_timer_hours`) and `policy.timer` picks the timer, whose realized
+  `auto_timer_hours`, shortest first, until one's MinS approaches the cap)
+  and `policy.timer` picks the timer, whose realized
   MinS and MaxP give the privacy. If the first misses, the largest is
   tried, then the smallest meeting the target is bisected for between them
   (larger report goals at the same z / m are more private), at most
@@ -284,6 +301,8 @@ def plan(*, noise_per_client: float, population: int, rounds: int,
             population=population, rounds=rounds, report_goal=m,
             model='timer', seed=seed,
             timer=dataclasses.replace(timer_settings, timer_hours=hours)))
+        if not timer_hours and policy.timer_reaches_cap(sims[-1]):
+          break   # policy.timer picks the shortest that does.
       all_sims.extend(sims)
       chosen = policy.timer(sims)
       report = privacy_of_simulation(chosen, noise_per_client * m, delta)

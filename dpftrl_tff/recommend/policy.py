@@ -170,6 +170,14 @@ def _separation(simulation: Dict):
   return min_sep, cap
 
 
+def timer_reaches_cap(simulation: Dict,
+                      share: float = TIMER_MIN_SEP_SHARE) -> bool:
+  """Whether a timer simulation's MinS reaches `share` of what MinS can be,
+  min(floor(N / m) - 1, T - 1) (practice 4's aim)."""
+  min_sep, cap = _separation(simulation)
+  return min_sep >= share * cap
+
+
 def timer(simulations: Sequence[Dict],
           share: float = TIMER_MIN_SEP_SHARE) -> Dict:
   """Practice 4: the shortest timer whose MinS approaches the cap.
@@ -186,8 +194,7 @@ def timer(simulations: Sequence[Dict],
     raise ValueError('no timer simulation to choose from.')
   ordered = sorted(simulations, key=lambda s: s['timer_hours'])
   for s in ordered:
-    min_sep, cap = _separation(s)
-    if min_sep >= share * cap:
+    if timer_reaches_cap(s, share):
       return s
   return max(ordered, key=lambda s: (
       _separation(s)[0], -s.get('observed_max_participation', 0),

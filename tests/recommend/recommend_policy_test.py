@@ -342,13 +342,69 @@ class LaunchTest(absltest.TestCase):
         launch.MAX_SIMULATED_REPORT_GOALS)
     self.assertTrue(meets(plan.report_goal))
 
-  def test_auto_timers_surround_the_cap(self):
+  def test_auto_timers_surround_the_cap_in_whole_days(self):
     from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
-    # Cap floor(4.21M / 6500) - 1 = 646: 647 rounds of 5 minutes = 53.9 h.
-    self.assertEqual(
-        launch.auto_timer_hours(4_210_000, 2000, 6500,
-                                participation.TimerSettings()),
-        [27.0, 54.0, 81.0])
+    settings = participation.TimerSettings()
+    # Cap floor(4.21M / 6500) - 1 = 646: 647 rounds of 5 minutes = 53.9 h,
+    # times 0.5, 1, 1.5, 2: 27.0, 53.9, 80.9, 107.8 h, to whole days.
+    self.assertEqual(launch.auto_timer_hours(4_210_000, 2000, 6500, settings),
+                     [24.0, 48.0, 72.0, 96.0])
+    # Cap 199 (floor(100k / 500) - 1): 200 rounds = 16.7 h: below a day the
+    # half hour (8.5 h, 16.5 h), above it days (25 h -> 24, 33.3 h -> 24).
+    self.assertEqual(launch.auto_timer_hours(100_000, 2000, 500, settings),
+                     [8.5, 16.5, 24.0])
+    # Cap T - 1 = 1999: 2000 rounds = 166.7 h: 3, 7, 10 and 14 days.
+    self.assertEqual(launch.auto_timer_hours(4_210_000, 2000, 453, settings),
+                     [72.0, 168.0, 240.0, 336.0])
+    # At least one round.
+    self.assertEqual(launch.auto_timer_hours(10, 2000, 5, settings)[0],
+                     settings.round_minutes / 60)
+
+  def test_whole_days_suit_the_timer_models_nights(self):
+    # The reason for whole days: a device that took part at night is
+    # eligible again at the same hour of a later night under 72 h; under
+    # 83.5 h it misses that night, so MinS is smaller and the rounds slower.
+    from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
+
+    def simulated(hours):
+      return participation.simulate(
+          population=20_000, rounds=600, report_goal=100, model='timer',
+          seed=3, timer=participation.TimerSettings(timer_hours=hours))
+    days, between = simulated(72.0), simulated(83.5)
+    self.assertGreater(days['observed_min_separation'],
+                       between['observed_min_separation'])
+    self.assertLess(days['simulated_days'], between['simulated_days'])
+
+  def test_auto_timers_stop_at_the_first_reaching_the_cap(self):
+    simulated = []
+
+    def simulate(*, population, rounds, report_goal, model, seed, timer):
+      del model, seed
+      simulated.append(timer.timer_hours)
+      cap = min(population // report_goal - 1, rounds - 1)
+      # MinS grows with the timer and reaches the cap at 48 h.
+      min_sep = min(cap, int(cap * timer.timer_hours / 48))
+      return dict(rounds=rounds, report_goal=report_goal,
+                  timer_hours=timer.timer_hours,
+                  observed_min_separation=min_sep,
+                  observed_max_participation=(rounds - 1) // (min_sep + 1)
+                  + 1, population_min_separation=cap, simulated_days=3.0,
+                  short_rounds=0)
+
+    rho = accounting.zcdp_for_epsilon(10, 1e-10)
+    with mock.patch.object(launch.participation, 'simulate', simulate):
+      plan = launch.plan(noise_per_client=1e-2, population=4_210_000,
+                         rounds=2000, smallest_report_goal_=6500,
+                         largest_report_goal=6500, target_zcdp=rho,
+                         delta=1e-10, timer_hours=None)
+    self.assertEqual(simulated, [24.0, 48.0])   # Not 72 or 96.
+    self.assertEqual(plan.timer_hours, 48.0)
+    simulated.clear()
+    with mock.patch.object(launch.participation, 'simulate', simulate):
+      launch.plan(noise_per_client=1e-2, population=4_210_000, rounds=2000,
+                  smallest_report_goal_=6500, largest_report_goal=6500,
+                  target_zcdp=rho, delta=1e-10, timer_hours=[24, 48, 72])
+    self.assertEqual(simulated, [24, 48, 72])   # Given timers: all of them.
 
   def test_report_goal_candidates(self):
     goals = launch.report_goal_candidates(20, 6500)
