@@ -57,8 +57,10 @@ MODEL_FLAG_NAMES = ('vocab_size', 'latent_size', 'embedding_size')
 REFERENCE_ROUND_SECONDS = 0.7
 RUN_START_SECONDS = 20.0
 PRETRAIN_STEP_SECONDS = 0.05
-# Timer-model simulation: seconds per million devices and 1000 rounds.
-TIMER_SECONDS_PER_MILLION_KROUNDS = 6.0
+# Timer-model simulation: seconds per million devices and 1000 rounds
+# (measured 3.2 to 4.2: 27 to 35 s for 4.21M devices, 2000 rounds, timers
+# of 24 to 81 h, on the shared 2-core machine, 2026-11-27).
+TIMER_SECONDS_PER_MILLION_KROUNDS = 4.5
 
 
 @dataclasses.dataclass(frozen=True)
