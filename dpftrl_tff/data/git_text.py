@@ -30,10 +30,27 @@ _URL_RE = re.compile(r'(https?|ftp|git|ssh)://\S+|\bwww\.\S+', re.IGNORECASE)
 # scanned again from each of its characters, quadratic in its length.
 _EMAIL_RE = re.compile(r'<?(?<![\w.+-])[\w.+-]+@[\w-]+(\.[\w-]+)+>?')
 _BULLET_RE = re.compile(r'^\s{0,3}([*+-]|\d+[.)])\s+')
-# A sentence ends at ". ", "? " or "! ", or right after a CJK full stop,
-# exclamation or question mark (those scripts put no space after them).
-_SENTENCE_END_RE = re.compile(r'(?<=[.!?])\s+(?=\S)|(?<=[\u3002\uff01\uff1f])'
-                              r'\s*(?=\S)')
+# Scripts written without spaces between words, for which this project has
+# no word segmenter (Thai, Lao, Myanmar and its extensions, Khmer and its
+# symbols): a grapheme, a character with its combining marks (a consonant
+# with its vowel signs and tone marks; in Khmer and Myanmar also the
+# consonants stacked under it after the coeng or virama), is a token. A
+# space in these scripts separates phrases and sentences.
+_GRAPHEME_TOKEN_RANGES = (
+    (0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x19E0, 0x19FF),
+    (0xA9E0, 0xA9FF), (0xAA60, 0xAA7F))
+_STACKING_SIGNS = '\u17d2\u1039'   # Khmer coeng, Myanmar virama.
+_GRAPHEME_SCRIPT = ''.join(f'\\u{a:04x}-\\u{b:04x}'
+                           for a, b in _GRAPHEME_TOKEN_RANGES)
+# A sentence ends at ". ", "? " or "! " (or the Devanagari danda, the Arabic
+# question mark and full stop, the Armenian and Ethiopic full stops followed
+# by a space); right after a CJK full stop, exclamation or question mark, a
+# Khmer khan or a Myanmar full stop (no space is written after those); or
+# at a space between two characters of the scripts above.
+_SENTENCE_END_RE = re.compile(
+    r'(?<=[.!?\u0964\u0965\u061f\u06d4\u0589\u1362])\s+(?=\S)'
+    r'|(?<=[\u3002\uff01\uff1f\u17d4\u17d5\u104b])\s*(?=\S)'
+    f'|(?<=[{_GRAPHEME_SCRIPT}])\\s+(?=[{_GRAPHEME_SCRIPT}])')
 _CONTRACTION_RE = re.compile(r"^(.+?)(n't|'s|'re|'ve|'ll|'d|'m)$")
 # Scripts written without spaces between words whose every character is a
 # token of its own, as BERT's basic tokenizer does for CJK ideographs: CJK
@@ -57,7 +74,8 @@ def _class_ranges(ranges) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _token_re() -> re.Pattern:
-  """Words, CJK characters, or any other non-space character.
+  """Words, CJK characters, graphemes of Thai, Lao, Khmer and Myanmar, or
+  any other non-space character.
 
   A word is letters and digits of any script (Python's Unicode `\\w`
   without `_`), each followed by its combining marks (Unicode category M:
@@ -76,10 +94,14 @@ def _token_re() -> re.Pattern:
       marks.append((start, code - 1))
       start = None
   characters = _class_ranges(_CHARACTER_TOKEN_RANGES)
-  letter = f'[^\\W_{characters}][{_class_ranges(marks)}]*'
+  graphemes = _class_ranges(_GRAPHEME_TOKEN_RANGES)
+  mark = f'[{_class_ranges(marks)}]'
+  letter = f'[^\\W_{characters}{graphemes}]{mark}*'
+  grapheme = (f'[{graphemes}]{mark}*'
+              f'(?:(?<=[{_STACKING_SIGNS}])[{graphemes}]{mark}*)*')
   return re.compile(
       f"(?:{letter})+(?:[-_.](?:{letter})+)*(?:'(?:t|s|re|ve|ll|d|m)\\b)?"
-      f'|[{characters}]|\\S')
+      f'|[{characters}]|{grapheme}|\\S')
 
 
 def tokenize(text: str) -> List[str]:
@@ -91,8 +113,10 @@ def tokenize(text: str) -> List[str]:
   "foo.c", "2.0"); CJK ideographs and kana are a token each (no word
   boundaries are written in Chinese and Japanese); every other non-space
   character is a token of its own; English contractions split as in the
-  Penn Treebank ("don't" -> "do", "n't"). Other scripts written without
-  spaces (Thai, Lao, Khmer, Myanmar) give one token per space-delimited run.
+  Penn Treebank ("don't" -> "do", "n't"). Thai, Lao, Khmer and Myanmar,
+  also written without word boundaries, give a token per grapheme (a
+  character with its combining marks and stacked consonants): no word
+  segmenter is shipped, so those scripts are modelled by characters.
   """
   if text.isascii():
     token_re = _ASCII_TOKEN_RE

@@ -119,6 +119,17 @@ class MessageTest(absltest.TestCase):
                                          '\u8bef', '\u3002'],
         '\u30d0\u30b0\u3092\u4fee\u6b63': ['\u30d0', '\u30b0',
                                          '\u3092', '\u4fee', '\u6b63'],
+        # Thai, Lao, Khmer, Myanmar: no word boundaries written and no
+        # segmenter shipped, a grapheme a token (vowel signs and tone marks
+        # stay on their consonant, a stacked consonant on the one above).
+        '\u0e41\u0e01\u0e49\u0e44\u0e02 config.py':
+            ['\u0e41', '\u0e01\u0e49', '\u0e44', '\u0e02', 'config.py'],
+        '\u0ec1\u0e81\u0ec9\u0ec4\u0e82': ['\u0ec1', '\u0e81\u0ec9',
+                                          '\u0ec4', '\u0e82'],
+        '\u1780\u17d2\u179a\u17bb\u1798': ['\u1780\u17d2\u179a\u17bb',
+                                          '\u1798'],
+        '\u1019\u103c\u1014\u103a\u1019\u102c': [
+            '\u1019\u103c', '\u1014\u103a', '\u1019\u102c'],
         # Korean writes spaces between words.
         '\ubc84\uadf8\ub97c \uc218\uc815': ['\ubc84\uadf8\ub97c',
                                           '\uc218\uc815'],
@@ -146,6 +157,31 @@ class MessageTest(absltest.TestCase):
                                    '\u52a0\u529f\u80fd\uff01\u5b8c\u6210'),
         ['\u4fee \u590d \u9519 \u8bef \u3002',
          '\u6dfb \u52a0 \u529f \u80fd \uff01', '\u5b8c \u6210'])
+
+  def test_sentences_of_other_scripts_end_at_their_marks(self):
+    # Devanagari's danda and the Arabic question mark before a space;
+    # Khmer's khan without one; a space between Thai characters.
+    self.assertEqual(
+        git_text.message_sentences('\u0920\u0940\u0915 \u0939\u0948\u0964 '
+                                   '\u0905\u092c \u0920\u0940\u0915\u0964'),
+        ['\u0920\u0940\u0915 \u0939\u0948 \u0964',
+         '\u0905\u092c \u0920\u0940\u0915 \u0964'])
+    self.assertEqual(
+        git_text.message_sentences('\u0647\u0644 \u062a\u0645\u061f '
+                                   '\u0646\u0639\u0645 \u062a\u0645'),
+        ['\u0647\u0644 \u062a\u0645 \u061f', '\u0646\u0639\u0645 '
+         '\u062a\u0645'])
+    self.assertEqual(
+        git_text.message_sentences('\u1787\u17bd\u179f\u17d4\u1794\u1793'
+                                   '\u17d2\u1790\u17c2\u1798'),
+        ['\u1787\u17bd \u179f \u17d4', '\u1794 \u1793\u17d2\u1790\u17c2 '
+         '\u1798'])
+    self.assertEqual(
+        git_text.message_sentences('\u0e41\u0e01\u0e49\u0e44\u0e02 '
+                                   'config \u0e41\u0e25\u0e49\u0e27 '
+                                   '\u0e40\u0e1e\u0e34\u0e48\u0e21\u0e01'),
+        ['\u0e41 \u0e01\u0e49 \u0e44 \u0e02 config \u0e41 \u0e25\u0e49 '
+         '\u0e27', '\u0e40 \u0e1e\u0e34\u0e48 \u0e21 \u0e01'])
 
   def test_line_ends_of_any_platform(self):
     expected = ['fix the thing now', 'body text is here .', 'and more .']
