@@ -78,6 +78,17 @@ def _describe(stats: dict) -> str:
   lines.append(f'Distinct train words: {stats["distinct_train_words"]:,}; '
                f'the {stats["coverage_vocab_size"]:,} most frequent cover '
                f'{coverage} of the tokens')
+  train = stats['splits']['train']['tokens_per_sentence']
+  if train:
+    lines.append(f'Train sentences: median {train["median"]:g} tokens, p90 '
+                 f'{train["p90"]:g}, max {train["max"]}')
+  for length, share in stats.get('train_sentences_longer_than', {}).items():
+    if share > 0.1:
+      lines.append(
+          f'{100 * share:.0f}% of the train sentences are longer than '
+          f'{length} tokens: training keeps the first --sequence_length='
+          f'{length} of each (a larger --sequence_length keeps more, at '
+          f'more cost a round)')
   public = stats.get('public_text')
   if public:
     lines.append(f'Public text: {public["files"]:,} files, '

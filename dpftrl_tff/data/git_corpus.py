@@ -386,8 +386,13 @@ def _percentiles(sizes: Sequence[int]) -> Dict[str, float]:
 
 
 def write_database(output_dir: str, splits: Dict[str, List[_Author]],
-                   vocab_size_for_coverage: int = 10000) -> Dict:
-  """Writes the database and word counts; returns the corpus statistics."""
+                   vocab_size_for_coverage: int = 10000,
+                   sequence_lengths: Sequence[int] = ()) -> Dict:
+  """Writes the database and word counts; returns the corpus statistics.
+
+  Among them the share of training sentences longer than each of
+  `sequence_lengths` (training keeps a sentence's first words only).
+  """
   os.makedirs(output_dir, exist_ok=True)
   path = stackoverflow.database_path(output_dir)
   tmp = path + '.tmp'
@@ -403,7 +408,7 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
     number = 0
     for split in stackoverflow.SPLITS:
       counter = split_counts[split] = collections.Counter()
-      sizes, tokens = [], 0
+      sizes, tokens, lengths = [], 0, []
       for author in splits[split]:
         number += 1
         cid = f'{number:08d}'
@@ -414,13 +419,17 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
           words = s.split(' ')
           counter.update(words)
           tokens += len(words)
+          lengths.append(len(words))
         con.executemany('INSERT INTO examples VALUES (?, ?, ?)', rows)
         con.execute('INSERT INTO client_metadata VALUES (?, ?, ?)',
                     (cid, split, len(rows)))
         sizes.append(len(rows))
       stats[split] = dict(clients=len(sizes), sentences=int(sum(sizes)),
                           tokens=tokens,
-                          sentences_per_client=_percentiles(sizes))
+                          sentences_per_client=_percentiles(sizes),
+                          tokens_per_sentence=_percentiles(lengths))
+      if split == 'train':
+        train_lengths = lengths
     word_counts = split_counts['train']
     stackoverflow.index_tables(con)
     con.commit()
@@ -439,9 +448,13 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
     total = sum(counter.values())
     covered = sum(c for w, c in counter.items() if w in vocab)
     coverage[split] = covered / total if total else float('nan')
+  longer = {str(n): (float(np.mean(np.asarray(train_lengths) > n))
+                     if train_lengths else 0.0)
+            for n in sequence_lengths}
   return dict(splits=stats, distinct_train_words=len(ranked),
               coverage_vocab_size=vocab_size_for_coverage,
-              vocab_coverage=coverage)
+              vocab_coverage=coverage,
+              train_sentences_longer_than=longer)
 
 
 def write_public_text(output_dir: str, documents: Iterable[Dict[str, str]],
@@ -476,6 +489,13 @@ def write_public_text(output_dir: str, documents: Iterable[Dict[str, str]],
   return dict(files=files, sentences=sentences, tokens=tokens, path=path)
 
 
+def default_sequence_length() -> int:
+  """Training's default `--sequence_length` (words kept of a sentence)."""
+  from dpftrl_tff.run import config  # pylint: disable=g-import-not-at-top
+  return next(f.default for f in dataclasses.fields(config.TrainConfig)
+              if f.name == 'sequence_length')
+
+
 def build(output_dir: str, commits: Iterable[Commit],
           settings: BuildSettings, *,
           documents: Optional[Iterable[Dict[str, str]]] = None,
@@ -492,7 +512,8 @@ def build(output_dir: str, commits: Iterable[Commit],
   # before the database is written.
   public = (None if documents is None else
             write_public_text(output_dir, documents))
-  stats = write_database(output_dir, splits)
+  stats = write_database(output_dir, splits,
+                         sequence_lengths=(default_sequence_length(),))
   stats['authors'] = len(authors)
   stats['authors_dropped'] = len(authors) - sum(
       len(v) for v in splits.values())

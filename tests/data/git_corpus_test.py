@@ -8,6 +8,7 @@ import tempfile
 from unittest import mock
 
 from absl.testing import absltest
+import numpy as np
 import tensorflow as tf
 
 from dpftrl_tff import strict_json
@@ -253,6 +254,7 @@ class BuildTest(absltest.TestCase):
     self.assertIn('train', stdout)
     self.assertIn('clients', stdout)
     self.assertIn('cover', stdout)
+    self.assertRegex(stdout, r'Train sentences: median \d+ tokens')
     import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
     train, heldout, test = tff.simulation.datasets.stackoverflow.load_data(
         cache_dir=out)
@@ -410,7 +412,9 @@ class JsonlAndPublicTextTest(absltest.TestCase):
     commits = fixtures.write_jsonl(os.path.join(folder, 'commits.jsonl'), [
         dict(commit=f'{k}{i}', author=f'hash{i}', date=f'2021-02-0{1 + k}',
              message=f'topic{i}: change number {k}\n\nIt does {k} things '
-             f'well. Signed-off-by: x\n')
+             f'well. Signed-off-by: x\n' + (
+                 ' '.join(['word'] * (15 + 3 * i)) + '.\n' if k == 0
+                 else ''))
         for k in range(6) for i in range(10)])
     docs = fixtures.write_jsonl(os.path.join(folder, 'docs.jsonl'), [
         dict(path=f'doc{d}.adoc', text=(
@@ -426,6 +430,18 @@ class JsonlAndPublicTextTest(absltest.TestCase):
         documents=git_corpus.read_docs_jsonl(docs))
     self.assertEqual(stats['splits']['train']['clients'], 6)
     self.assertEqual(stats['public_text']['files'], 6)
+    # Sentence lengths, against the database's train sentences read back.
+    with sqlite3.connect(stackoverflow.database_path(out)) as con:
+      lengths = [len(tf.train.Example.FromString(row[0]).features.feature[
+          'tokens'].bytes_list.value[0].split()) for row in con.execute(
+              "SELECT serialized_example_proto FROM examples WHERE "
+              "split_name = 'train'")]
+    self.assertEqual(stats['splits']['train']['tokens_per_sentence']['max'],
+                     max(lengths))
+    self.assertGreater(max(lengths), 20)
+    self.assertAlmostEqual(stats['train_sentences_longer_than']['20'],
+                           np.mean(np.asarray(lengths) > 20))
+    self.assertGreater(stats['train_sentences_longer_than']['20'], 0)
     with open(os.path.join(out, git_corpus.PUBLIC_TEXT_NAME)) as f:
       public = f.read().splitlines()
     self.assertIn('an html page of public prose .', public)
