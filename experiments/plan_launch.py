@@ -87,6 +87,11 @@ _TARGET_EPS = flags.DEFINE_float('target_epsilon', None,
 _JSON = flags.DEFINE_bool('json', False, 'Print one JSON object.')
 
 
+
+def _hours(candidate: dict) -> str:
+  hours = candidate.get('timer_hours')
+  return '-' if hours is None else participation.format_hours(hours)
+
 def _mechanism():
   """The mechanism's settings, as `planned_privacy.build_report` takes
   them."""
@@ -186,7 +191,8 @@ def plan():
           timer=dataclasses.replace(timer, timer_hours=hours),
           progress=_SimulationProgress(
               f'Simulating report goal {m}' + (
-                  f', timer {hours:g} h' if _MODEL.value == 'timer' else '')))
+                  f', timer {participation.format_hours(hours)}'
+                  if _MODEL.value == 'timer' else '')))
       sim.update(privacy(sim, z, _DELTA.value, mechanism))
       if target is not None:
         sim['meets_target'] = sim['zcdp'] <= target
@@ -229,14 +235,14 @@ def _format(report):
     shares = ', '.join(f'{k}: {100 * n / total:.1f}%'
                        for k, n in enumerate(hist) if n)
     lines.append(f'clients by participations (m={c["report_goal"]}, timer '
-                 f'{c.get("timer_hours", "-")} h): {shares}')
+                 f'{_hours(c)}): {shares}')
   rec = report.get('recommendation')
   if rec:
     lines.append(
         f'Recommendation for rho-zCDP <= {report["target_zcdp"]:.4g}: report '
         f'goal {rec["report_goal"]}, noise multiplier '
-        f'{rec["noise_multiplier"]:.4g}, timer {rec.get("timer_hours", "-")} '
-        f'h ({rec["reason"]}).')
+        f'{rec["noise_multiplier"]:.4g}, timer {_hours(rec)} '
+        f'({rec["reason"]}).')
   lines.append('MinS: rounds strictly between two participations (-: no '
                'device took part twice); (cap) = floor(population / report '
                'goal) - 1.')

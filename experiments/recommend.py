@@ -38,6 +38,7 @@ from absl import flags
 from dpftrl_tff import accounting
 from dpftrl_tff import checks
 from dpftrl_tff import console
+from dpftrl_tff import participation
 from dpftrl_tff.data import stackoverflow
 from dpftrl_tff.recommend import launch
 from dpftrl_tff.recommend import pipeline
@@ -161,7 +162,8 @@ def _summary(result) -> str:
       f'{"met" if result["meets_utility_target"] else "NOT met"}',
       f'Launch: report goal {launch["report_goal"]}, z '
       f'{launch["noise_multiplier"]:.4g}, {launch["rounds"]} rounds, timer '
-      f'{launch["timer_hours"]:g} h, MinS {launch["min_separation"]}, MaxP '
+      f'{participation.format_hours(launch["timer_hours"])}, MinS '
+      f'{launch["min_separation"]}, MaxP '
       f'{launch["max_participation"]}: epsilon {launch["epsilon"]:.4g} at '
       f'delta {launch["delta"]:g} (target {launch["target_epsilon"]:g} '
       f'{"met" if launch["meets_privacy_target"] else "NOT met"})',

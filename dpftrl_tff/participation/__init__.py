@@ -29,6 +29,7 @@ from dpftrl_tff.participation.base import Sampler
 from dpftrl_tff.participation.log import ParticipationLog
 from dpftrl_tff.participation.min_sep_groups import MinSepGroupsSampler
 from dpftrl_tff.participation.poisson import PoissonSampler
+from dpftrl_tff.participation.timer import format_hours
 from dpftrl_tff.participation.timer import SHORTFALL_POLICIES
 from dpftrl_tff.participation.timer import TimerSampler
 from dpftrl_tff.participation.timer import TimerSettings

@@ -46,6 +46,14 @@ _DAY_MINUTES = 1440
 SHORTFALL_POLICIES = ('wait', 'run_short')
 
 
+def format_hours(hours: float) -> str:
+  """A timer period for people: '24 h', '83.5 h'; under an hour in
+  minutes ('5 min', not '0.0833333 h')."""
+  if hours < 1:
+    return f'{round(hours * 60, 2):g} min'
+  return f'{round(hours, 4):g} h'
+
+
 @dataclasses.dataclass(frozen=True)
 class TimerSettings:
   """The timer model's parameters (see the module docstring), declared once:

@@ -296,7 +296,8 @@ def plan(*, noise_per_client: float, population: int, rounds: int,
       for hours in (timer_hours or auto_timer_hours(population, rounds, m,
                                                     timer_settings)):
         say(f'simulating the timer model: {population:,} devices, report '
-            f'goal {m}, timer {hours:g} h, {rounds} rounds')
+            f'goal {m}, timer {participation.format_hours(hours)}, '
+            f'{rounds} rounds')
         sims.append(participation.simulate(
             population=population, rounds=rounds, report_goal=m,
             model='timer', seed=seed,

@@ -14,6 +14,7 @@ import os
 from typing import Dict, List
 
 from dpftrl_tff import plotting
+from dpftrl_tff import participation
 from dpftrl_tff import strict_json
 from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.recommend import launch as launch_lib
@@ -182,7 +183,7 @@ def launch_flagfile(result: Dict) -> str:
       '# The recommended launch (experiments.recommend): python -m '
       'experiments.privacy_accountant --flagfile=THIS',
       f'# Population {launch["population"]:,}, timer '
-      f'{launch["timer_hours"]:g} h: MinS and MaxP as the timer model '
+      f'{participation.format_hours(launch["timer_hours"])}: MinS and MaxP as the timer model '
       f'simulated them (planned, not observed).',
       f'--aggregator={launch["aggregator"]}',
       f'--rounds={launch["rounds"]}',
@@ -293,7 +294,8 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
       f'{launch["noise_multiplier"]:.4g} (z / m = '
       f'{launch["noise_per_client"]:.4g}; simulated '
       f'{sim["noise_per_client"]:.4g}), {launch["rounds"]} rounds, '
-      f'timer {launch["timer_hours"]:g} h for {launch["population"]:,} '
+      f'timer {participation.format_hours(launch["timer_hours"])} for '
+      f'{launch["population"]:,} '
       f'devices: MinS {launch["min_separation"]}, MaxP '
       f'{launch["max_participation"]}, rho-zCDP {launch["zcdp"]:.4g}, '
       f'epsilon {launch["epsilon"]:.4g} at delta {launch["delta"]:g}. It '

@@ -145,6 +145,16 @@ class SamplerTest(parameterized.TestCase):
                           participation='bernoulli').validate()
 
 
+class FormatHoursTest(absltest.TestCase):
+
+  def test_hours_and_minutes(self):
+    self.assertEqual(participation.format_hours(24.0), '24 h')
+    self.assertEqual(participation.format_hours(83.5), '83.5 h')
+    self.assertEqual(participation.format_hours(1.0), '1 h')
+    self.assertEqual(participation.format_hours(5 / 60), '5 min')
+    self.assertEqual(participation.format_hours(0.5), '30 min')
+
+
 class PrivacyFromLogTest(absltest.TestCase):
 
   def test_observed_and_planned_equal_tf_privacy(self):
