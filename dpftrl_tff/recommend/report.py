@@ -364,15 +364,19 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
             f'{launch["reason"]}.', '',
             f'![launch epsilon]({figures["launch"]})', '',
             '## 6. Timer (practice 4)',
-            'The timer model of the population at each timer; the shortest '
-            'timer whose MinS reaches 90% of the cap min(floor(N / m) - 1, '
-            'T - 1), no device taking part twice (MinS -1 below) counting as '
-            'MinS T - 1 (else the largest MinS):', '',
-            '| report goal | timer h | MinS | cap | MaxP | days for the '
+            'The timer model of the population at each timer (automatic '
+            'timers of a day or more are whole days, as the paper raises '
+            'its timers in '
+            '24-hour units, tried shortest first until one reaches the '
+            'cap); the shortest timer whose MinS reaches 90% of the cap '
+            'min(floor(N / m) - 1, T - 1), no device taking part twice (MinS '
+            '-1 below) counting as MinS T - 1 (else the largest MinS):', '',
+            '| report goal | timer | MinS | cap | MaxP | days for the '
             'rounds | rounds short |',
             '| --- | --- | --- | --- | --- | --- | --- |']
   for s in result['timer_simulations']:
-    lines.append(f'| {s["report_goal"]} | {s["timer_hours"]:g} | '
+    lines.append(f'| {s["report_goal"]} | '
+                 f'{participation.format_hours(s["timer_hours"])} | '
                  f'{s["observed_min_separation"]} | '
                  f'{s["population_min_separation"]} | '
                  f'{s["observed_max_participation"]} | '
