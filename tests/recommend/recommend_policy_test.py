@@ -17,6 +17,17 @@ from dpftrl_tff.recommend import policy
 from dpftrl_tff.recommend import report
 
 
+
+def _canned_simulation(population, rounds, report_goal, timer, min_sep_of):
+  """A timer simulation's result with MinS `min_sep_of(cap)`."""
+  cap = min(population // report_goal - 1, rounds - 1)
+  min_sep = min_sep_of(cap)
+  return dict(rounds=rounds, report_goal=report_goal,
+              timer_hours=timer.timer_hours, observed_min_separation=min_sep,
+              observed_max_participation=(rounds - 1) // (min_sep + 1) + 1,
+              population_min_separation=cap, simulated_days=3.0,
+              short_rounds=0)
+
 class UtilityTargetTest(absltest.TestCase):
 
   def test_share_of_the_no_dp_accuracy(self):
@@ -294,14 +305,8 @@ class LaunchTest(absltest.TestCase):
 
     def simulate(*, population, rounds, report_goal, model, seed, timer):
       del model, seed
-      cap = min(population // report_goal - 1, rounds - 1)
-      min_sep = cap // 4
-      return dict(rounds=rounds, report_goal=report_goal,
-                  timer_hours=timer.timer_hours,
-                  observed_min_separation=min_sep,
-                  observed_max_participation=(rounds - 1) // (min_sep + 1)
-                  + 1, population_min_separation=cap, simulated_days=3.0,
-                  short_rounds=0)
+      return _canned_simulation(population, rounds, report_goal, timer,
+                                lambda cap: cap // 4)
 
     rho = accounting.zcdp_for_epsilon(10, 1e-10)
     per_client = 4 * launch.noise_for_target(
@@ -381,15 +386,10 @@ class LaunchTest(absltest.TestCase):
     def simulate(*, population, rounds, report_goal, model, seed, timer):
       del model, seed
       simulated.append(timer.timer_hours)
-      cap = min(population // report_goal - 1, rounds - 1)
       # MinS grows with the timer and reaches the cap at 48 h.
-      min_sep = min(cap, int(cap * timer.timer_hours / 48))
-      return dict(rounds=rounds, report_goal=report_goal,
-                  timer_hours=timer.timer_hours,
-                  observed_min_separation=min_sep,
-                  observed_max_participation=(rounds - 1) // (min_sep + 1)
-                  + 1, population_min_separation=cap, simulated_days=3.0,
-                  short_rounds=0)
+      return _canned_simulation(
+          population, rounds, report_goal, timer,
+          lambda cap: min(cap, int(cap * timer.timer_hours / 48)))
 
     rho = accounting.zcdp_for_epsilon(10, 1e-10)
     with mock.patch.object(launch.participation, 'simulate', simulate):
