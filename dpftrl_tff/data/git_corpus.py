@@ -405,7 +405,7 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
   stats: Dict[str, Dict] = {}
   try:
     stackoverflow.create_tables(con)
-    number = 0
+    number, train_lengths = 0, []
     for split in stackoverflow.SPLITS:
       counter = split_counts[split] = collections.Counter()
       sizes, tokens, lengths = [], 0, []

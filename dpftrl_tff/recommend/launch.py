@@ -217,7 +217,7 @@ def auto_timer_hours(population: int, rounds: int, report_goal: int,
   1, at most T - 1) at its `round_minutes`, times `AUTO_TIMER_FACTORS`. A
   timer of a day or more is rounded to whole days, as the paper raises its
   timers "in the unit of 24 hours due to the uneven diurnal participation
-  pattern" (Sec. 4, System configuration): a device that took part in its
+  pattern" (Sec. 2.2, System configuration): a device that took part in its
   nightly window becomes eligible again at the same hour of a later night,
   where a timer of 3.5 days leaves it out until the night after (in the
   timer model, 83.5 h gives a smaller MinS than 72 h, over more days). A

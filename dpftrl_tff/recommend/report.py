@@ -183,8 +183,8 @@ def launch_flagfile(result: Dict) -> str:
       '# The recommended launch (experiments.recommend): python -m '
       'experiments.privacy_accountant --flagfile=THIS',
       f'# Population {launch["population"]:,}, timer '
-      f'{participation.format_hours(launch["timer_hours"])}: MinS and MaxP as the timer model '
-      f'simulated them (planned, not observed).',
+      f'{participation.format_hours(launch["timer_hours"])}: MinS and MaxP '
+      f'as the timer model simulated them (planned, not observed).',
       f'--aggregator={launch["aggregator"]}',
       f'--rounds={launch["rounds"]}',
       f'--report_goal={launch["report_goal"]}',
@@ -366,9 +366,9 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
             '## 6. Timer (practice 4)',
             'The timer model of the population at each timer (automatic '
             'timers of a day or more are whole days, as the paper raises '
-            'its timers in '
-            '24-hour units, tried shortest first until one reaches the '
-            'cap); the shortest timer whose MinS reaches 90% of the cap '
+            'its timers in 24-hour units, tried shortest first until one '
+            'reaches the cap); the shortest timer whose MinS reaches 90% of '
+            'the cap '
             'min(floor(N / m) - 1, T - 1), no device taking part twice (MinS '
             '-1 below) counting as MinS T - 1 (else the largest MinS):', '',
             '| report goal | timer | MinS | cap | MaxP | days for the '
