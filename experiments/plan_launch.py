@@ -12,10 +12,15 @@ taken, validated and accounted as `privacy_accountant` takes them.
   python -m experiments.plan_launch --population=4210000 --rounds=2000 \
       --timer_hours=48
 
-Each (report goal, timer) simulation of the timer model takes about 12 s
-per million devices and 2000 rounds on 2 cores (4.21M devices: 51 s,
-`benchmarks/participation_speed.py`, docs/performance.md); a simulation
-that runs past 5 s prints its progress and ETA on stderr.
+`--timer_hours=auto` simulates, for each report goal, the timers
+`experiments.recommend` tries: whole days around the period that holds as
+many rounds as the population's MinS cap (the paper raises its timers in
+24-hour units, Sec. 2.2).
+
+Each (report goal, timer) simulation of the timer model takes about 6 to
+12 s per million devices and 2000 rounds on 2 cores (4.21M devices: 27 to
+51 s measured, `benchmarks/participation_speed.py`, docs/performance.md);
+a simulation that runs past 5 s prints its progress and ETA on stderr.
 
 With --target_zcdp (or --target_epsilon) it answers the planner's question
 for a grid of report goals and timer periods: the noise multiplier grows
@@ -63,7 +68,10 @@ _MODEL = flags.DEFINE_enum('participation', 'timer', participation.MODELS,
                            'Participation model.')
 _TIMERS = flags.DEFINE_list(
     'timer_hours', ['24'],
-    'Timer period(s) in hours (timer model); several form the grid.')
+    'Timer period(s) in hours (timer model); several form the grid. auto: '
+    'for each report goal, the timers experiments.recommend tries (0.5 to 2 '
+    'times the period holding as many rounds as the MinS cap, in whole '
+    'days from a day up, the paper\'s 24-hour units).')
 # The timer model's other settings, declared once (TimerSettings).
 _TIMER = config_lib.define_flags(
     config_class=participation.TimerSettings,
@@ -155,10 +163,9 @@ def plan():
     raise ValueError(f'--population must be >= 1, got {_POPULATION.value}.')
   report_goals = sorted(set(checks.check_int_list(
       _REPORT_GOALS.value, '--report_goals', minimum=1)))
-  timers = sorted(set(checks.check_positive_list(_TIMERS.value,
-                                                 '--timer_hours')))
-  if _MODEL.value != 'timer':
-    timers = timers[:1]
+  auto = [h.strip().lower() for h in _TIMERS.value] == ['auto']
+  timers = [] if auto else sorted(set(checks.check_positive_list(
+      _TIMERS.value, '--timer_hours')))
   checks.check_int(_ROUNDS.value, '--rounds', minimum=1,
                    maximum=config_lib.MAX_ROUNDS)
   checks.check_noise_multiplier(_NOISE.value, positive=True)
@@ -167,12 +174,18 @@ def plan():
   # The same noise per client at every report goal (paper Sec. 2.2).
   noise_of = {m: _NOISE.value * m / _REFERENCE.value for m in report_goals}
   timer = config_lib.from_flags(_TIMER, participation.TimerSettings)
-  for m, z in noise_of.items():
+  for m in report_goals:
     if m > _POPULATION.value:
       raise ValueError(f'--report_goals: {m} is above --population='
                        f'{_POPULATION.value}.')
+  timers_of = {m: (launch.auto_timer_hours(_POPULATION.value, _ROUNDS.value,
+                                           m, timer) if auto else timers)
+               for m in report_goals}
+  if _MODEL.value != 'timer':
+    timers_of = {m: [timer.timer_hours] for m in report_goals}
+  for m, z in noise_of.items():
     if _MODEL.value == 'timer':
-      for hours in timers:
+      for hours in timers_of[m]:
         dataclasses.replace(timer, timer_hours=hours).validate(
             _POPULATION.value, m, report_goal_flag='--report_goals')
     # The mechanism's settings, refused before any simulation as the
@@ -184,7 +197,7 @@ def plan():
                                                 _ROUNDS.value, m))
   candidates = []
   for m, z in noise_of.items():
-    for hours in timers:
+    for hours in timers_of[m]:
       sim = participation.simulate(
           population=_POPULATION.value, rounds=_ROUNDS.value, report_goal=m,
           model=_MODEL.value, seed=_SEED.value,

@@ -68,6 +68,21 @@ class PlanLaunchTest(parameterized.TestCase):
               with_epsilon=False).zcdp, 5.0, places=9)
     self.assertIn('recommendation', report)
 
+  def test_auto_timers_are_those_recommend_tries(self):
+    from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
+    proc = _run('--population=30000', '--report_goals=20,100',
+                '--timer_hours=auto', '--rounds=400', '--json')
+    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    candidates = strict_json.loads(proc.stdout)['candidates']
+    for m in (20, 100):
+      self.assertEqual(
+          [c['timer_hours'] for c in candidates if c['report_goal'] == m],
+          launch.auto_timer_hours(30000, 400, m,
+                                  participation.TimerSettings()))
+    # 20: cap T - 1 = 399, 400 rounds = 33.3 h: 16.5 h, then whole days.
+    self.assertEqual([c['timer_hours'] for c in candidates
+                      if c['report_goal'] == 20], [16.5, 24.0, 48.0, 72.0])
+
   @parameterized.named_parameters(
       ('adaptive', ['--aggregator=dp_ftrl_adaptive',
                     '--restart_warmup=40', '--restart_frequency=100'],
@@ -169,6 +184,8 @@ _BAD_INPUT = (
                                           '--report_goals=6000'],
      '--report_goals=6000 is above the 5000 devices active on a day'),
     ('zero_timer', ['--population=1000', '--timer_hours=0'],
+     '--timer_hours'),
+    ('auto_among_hours', ['--population=1000', '--timer_hours=auto,24'],
      '--timer_hours'),
     ('timer_shorter_than_round', ['--population=1000',
                                   '--report_goals=10',
