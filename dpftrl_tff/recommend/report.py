@@ -167,13 +167,20 @@ def write(output_dir: str, result: Dict, *, plan) -> None:
 def simulation_flagfile(result: Dict) -> str:
   """The chosen simulation's flags: run_stackoverflow --flagfile=this
   reuses (or redoes) the run the recommendation measured."""
-  sim = result['simulation']
+  sim, launch = result['simulation'], result['launch']
   lines = ['# The recommended simulation (experiments.recommend): '
            'python -m experiments.run_stackoverflow --flagfile=THIS']
   lines += result['simulation_flags']
   run_dir = sim['run_dir']
   lines += [f'--root_output_dir={os.path.dirname(run_dir)}',
-            f'--experiment_name={os.path.basename(run_dir)}']
+            f'--experiment_name={os.path.basename(run_dir)}',
+            '# Its launch-equivalent line: the planned launch\'s report goal, '
+            'rounds and population with this simulation\'s noise per client, '
+            'at the best participation the population allows (the plan\'s '
+            'own privacy, from the timer model, is launch.flags\').',
+            f'--launch_report_goal={launch["report_goal"]}',
+            f'--launch_rounds={launch["rounds"]}',
+            f'--launch_population={launch["population"]}']
   return '\n'.join(lines) + '\n'
 
 

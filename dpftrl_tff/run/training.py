@@ -228,7 +228,15 @@ def _resumed(given, config, run_dir, previous, data_description, print_fn,
     return config, None
   print_fn(f'{run_dir.path} is a finished run of {config.total_rounds} '
            f'rounds; nothing to do ({finished_note}).')
-  return config, dict(finished, already_finished=True)
+  finished = dict(finished, already_finished=True)
+  # The launch flags may differ from the run's (they are not part of its
+  # identity): the launch-equivalent figure is of the ones given now.
+  for key in ('privacy', run_privacy.UNPREDICTABLE_NOISE_KEY):
+    if finished.get(key):
+      finished[key] = dict(finished[key], launch_equivalent=(
+          run_privacy.launch_equivalent_privacy(
+              config, finished[key]['rounds'])))
+  return config, finished
 
 
 def _keep_planned(given: TrainConfig, planned: TrainConfig,

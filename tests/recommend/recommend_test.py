@@ -73,6 +73,12 @@ def check_recommendation(test, out, run_again):
       'experiments.run_stackoverflow', f'--flagfile={sim["flagfile"]}')
   test.assertEqual(training.returncode, 0, training.stderr[-2000:])
   test.assertIn(f'accuracy: {sim["eval_accuracy"]:.4f}', training.stdout)
+  # Its launch-equivalent line is of the planned launch's report goal,
+  # rounds and population, at the simulation's noise per client.
+  test.assertIn(f'a launch with report goal {launch["report_goal"]} and the '
+                f'same noise per client', training.stdout)
+  test.assertIn(f'population {launch["population"]:,}', training.stdout)
+  test.assertIn(f'T={launch["rounds"]},', training.stdout)
 
   # Run again: every simulation is reused, the same recommendation.
   metrics = {}

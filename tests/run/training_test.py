@@ -277,6 +277,19 @@ class TrainingLoopTest(parameterized.TestCase):
                      run_privacy.accounted(first))
     with open(summary_path) as f:
       self.assertEqual(f.read(), written)   # Not rewritten.
+    # The launch flags are not the run's identity: a finished run reports
+    # the launch-equivalent privacy of the ones given now.
+    launch = tiny_config(launch_population=100_000, launch_report_goal=50,
+                         launch_rounds=1000)
+    third = train(launch, out)
+    self.assertTrue(third['already_finished'])
+    self.assertIsNone(run_privacy.accounted(first)['launch_equivalent'])
+    self.assertEqual(run_privacy.accounted(third)['launch_equivalent'],
+                     run_privacy.launch_equivalent_privacy(launch, 4))
+    self.assertEqual(
+        run_privacy.accounted(third)['launch_equivalent']['rounds'], 1000)
+    with open(summary_path) as f:
+      self.assertEqual(f.read(), written)
     with self.assertRaisesRegex(
         ValueError, '--total_rounds=2 is below the 4 rounds'):
       train(tiny_config(total_rounds=2), out)
