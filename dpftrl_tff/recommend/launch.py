@@ -11,11 +11,16 @@ binary prints the same epsilon.
 """
 
 import dataclasses
+import functools
+import hashlib
+import inspect
 import math
+import os
 from typing import Callable, Dict, List, Optional, Sequence
 
 from dpftrl_tff import accounting
 from dpftrl_tff import participation
+from dpftrl_tff import strict_json
 from dpftrl_tff.aggregators import registry
 from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.recommend import policy
@@ -236,6 +241,51 @@ def auto_timer_hours(population: int, rounds: int, report_goal: int,
   return sorted({rounded(f * hours) for f in AUTO_TIMER_FACTORS})
 
 
+class SimulationCache:
+  """Timer-model simulations kept in a strict-JSON file, so that a
+  resumed `recommend` re-plans its launch without simulating again.
+
+  A result is reused only for the same population, rounds, report goal,
+  seed and timer settings, and the same participation code (a digest of
+  its modules' source: a changed model simulates again). The simulation is
+  NumPy with the given seed, so a reused result equals a new one.
+  """
+
+  def __init__(self, path: str):
+    self.path = path
+    self._entries = {}
+    if os.path.isfile(path):
+      with open(path, encoding='utf-8') as f:
+        self._entries = strict_json.loads(f.read()).get('simulations', {})
+
+  @staticmethod
+  @functools.lru_cache(maxsize=None)
+  def code_digest() -> str:
+    from dpftrl_tff.participation import log, simulation, timer  # pylint: disable=g-import-not-at-top
+    text = ''.join(inspect.getsource(m) for m in (log, simulation, timer))
+    return hashlib.sha256(text.encode('utf-8')).hexdigest()
+
+  def _key(self, **kwargs) -> str:
+    kwargs['timer'] = dataclasses.asdict(kwargs['timer'])
+    return strict_json.dumps(dict(kwargs, code=self.code_digest()),
+                             sort_keys=True)
+
+  def contains(self, **kwargs) -> bool:
+    return self._key(**kwargs) in self._entries
+
+  def simulate(self, **kwargs) -> Dict:
+    """`participation.simulate(**kwargs)`, from the file when it has it."""
+    key = self._key(**kwargs)
+    if key in self._entries:
+      return dict(self._entries[key])
+    result = participation.simulate(**kwargs)
+    # Kept only if strict JSON gives it back unchanged (no NaN to lose).
+    if strict_json.loads(strict_json.dumps(result)) == result:
+      self._entries[key] = result
+      strict_json.write(self.path, dict(simulations=self._entries))
+    return result
+
+
 @dataclasses.dataclass(frozen=True)
 class LaunchPlan:
   report_goal: int
@@ -260,7 +310,8 @@ def plan(*, noise_per_client: float, population: int, rounds: int,
          timer_hours: Optional[Sequence[float]],
          timer_settings: participation.TimerSettings =
          participation.TimerSettings(), seed: int = 0,
-         progress: Optional[Callable[[str], None]] = None) -> LaunchPlan:
+         progress: Optional[Callable[[str], None]] = None,
+         cache: Optional[SimulationCache] = None) -> LaunchPlan:
   """Practices 3 and 4: the launch for a simulated noise per client.
 
   The smallest report goal meeting the target under ideal participation
@@ -272,7 +323,8 @@ def plan(*, noise_per_client: float, population: int, rounds: int,
   tried, then the smallest meeting the target is bisected for between them
   (larger report goals at the same z / m are more private), at most
   `MAX_SIMULATED_REPORT_GOALS` report goals in all. If even the largest
-  misses, its noise is raised to meet the target (capped).
+  misses, its noise is raised to meet the target (capped). With `cache`,
+  simulations it holds are reused and new ones added to it.
   """
   say = progress or (lambda text: None)
   largest = report_goal_ceiling(population, largest_report_goal,
@@ -295,13 +347,15 @@ def plan(*, noise_per_client: float, population: int, rounds: int,
       sims = []
       for hours in (timer_hours or auto_timer_hours(population, rounds, m,
                                                     timer_settings)):
-        say(f'simulating the timer model: {population:,} devices, report '
-            f'goal {m}, timer {participation.format_hours(hours)}, '
-            f'{rounds} rounds')
-        sims.append(participation.simulate(
-            population=population, rounds=rounds, report_goal=m,
-            model='timer', seed=seed,
-            timer=dataclasses.replace(timer_settings, timer_hours=hours)))
+        args = dict(population=population, rounds=rounds, report_goal=m,
+                    model='timer', seed=seed, timer=dataclasses.replace(
+                        timer_settings, timer_hours=hours))
+        reused = cache is not None and cache.contains(**args)
+        say(f'{"reusing" if reused else "simulating"} the timer model: '
+            f'{population:,} devices, report goal {m}, timer '
+            f'{participation.format_hours(hours)}, {rounds} rounds')
+        sims.append(cache.simulate(**args) if cache is not None
+                    else participation.simulate(**args))
         if not timer_hours and policy.timer_reaches_cap(sims[-1]):
           break   # policy.timer picks the shortest that does.
       all_sims.extend(sims)

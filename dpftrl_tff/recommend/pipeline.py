@@ -5,6 +5,7 @@ takes each decision with `policy`, plans the launch with `launch.plan` and
 writes the outputs with `report.write`. See `experiments.recommend`.
 """
 
+import os
 from typing import Dict
 
 from dpftrl_tff import accounting
@@ -13,6 +14,9 @@ from dpftrl_tff.recommend import launch as launch_lib
 from dpftrl_tff.recommend import policy
 from dpftrl_tff.recommend import report as report_lib
 from dpftrl_tff.recommend import search as search_lib
+
+# The launch's timer-model simulations, reused when the command runs again.
+TIMER_SIMULATIONS_FILE = 'timer_simulations.json'
 
 
 def least_noise_per_client(request: search_lib.Request, target_zcdp: float,
@@ -142,7 +146,9 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
       rounds=request.launch_rounds, smallest_report_goal_=m_sim,
       largest_report_goal=request.max_report_goal, target_zcdp=target_zcdp,
       delta=request.delta, timer_hours=request.timer_hours,
-      seed=request.seed, progress=lambda text: print_fn(f'  {text}'))
+      seed=request.seed, progress=lambda text: print_fn(f'  {text}'),
+      cache=launch_lib.SimulationCache(os.path.join(
+          request.output_dir, TIMER_SIMULATIONS_FILE)))
   result = report_lib.build(
       request=request, budget=budget, search=search, lr_rows=lr_rows,
       best=best, clip_norm=clip, no_dp=no_dp, unigram=unigram,

@@ -2,6 +2,8 @@
 launch half (`recommend.launch`) against the accountant and a closed form."""
 
 import math
+import os
+import tempfile
 import types
 from unittest import mock
 
@@ -9,6 +11,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from dpftrl_tff import accounting
+from dpftrl_tff import strict_json
 from dpftrl_tff.aggregators.mechanisms import adaptive
 from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.recommend import launch
@@ -405,6 +408,37 @@ class LaunchTest(absltest.TestCase):
                   smallest_report_goal_=6500, largest_report_goal=6500,
                   target_zcdp=rho, delta=1e-10, timer_hours=[24, 48, 72])
     self.assertEqual(simulated, [24, 48, 72])   # Given timers: all of them.
+
+  def test_simulation_cache_reuses_only_the_same_simulation(self):
+    from dpftrl_tff import participation  # pylint: disable=g-import-not-at-top
+    path = os.path.join(tempfile.mkdtemp(), 'timer_simulations.json')
+    rho = accounting.zcdp_for_epsilon(10, 1e-10)
+
+    def plan(cache, **timer):
+      return launch.plan(
+          noise_per_client=1e-2, population=20_000, rounds=300,
+          smallest_report_goal_=100, largest_report_goal=100,
+          target_zcdp=rho, delta=1e-10, timer_hours=None, cache=cache,
+          timer_settings=participation.TimerSettings(**timer))
+
+    first = plan(launch.SimulationCache(path))
+    with open(path) as f:
+      stored = strict_json.loads(f.read())['simulations']
+    self.assertLen(stored, len(first.timer_simulations))
+    refuse = mock.Mock(side_effect=AssertionError('simulated again'))
+    with mock.patch.object(launch.participation, 'simulate', refuse):
+      again = plan(launch.SimulationCache(path))   # A new process's view.
+    self.assertEqual(again, first)
+    # Other timer settings, or changed participation code: simulated.
+    with mock.patch.object(launch.participation, 'simulate',
+                           wraps=participation.simulate) as simulate:
+      plan(launch.SimulationCache(path), round_minutes=10.0)
+      self.assertGreater(simulate.call_count, 0)
+      simulate.reset_mock()
+      with mock.patch.object(launch.SimulationCache, 'code_digest',
+                             return_value='changed'):
+        plan(launch.SimulationCache(path))
+      self.assertGreater(simulate.call_count, 0)
 
   def test_report_goal_candidates(self):
     goals = launch.report_goal_candidates(20, 6500)

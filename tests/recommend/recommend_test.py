@@ -90,6 +90,9 @@ def check_recommendation(test, out, run_again):
   test.assertGreaterEqual(len(metrics), 4)   # 2 lr pairs, no noise, z
   again = run_again()
   test.assertEqual(again.returncode, 0, again.stderr[-3000:])
+  # The launch's timer-model simulations too.
+  test.assertIn('reusing the timer model', again.stdout)
+  test.assertNotIn('simulating the timer model', again.stdout)
   for name, mtime in metrics.items():
     test.assertEqual(
         os.path.getmtime(os.path.join(runs, name, 'metrics.csv')), mtime,
