@@ -178,11 +178,12 @@ def plan():
     if m > _POPULATION.value:
       raise ValueError(f'--report_goals: {m} is above --population='
                        f'{_POPULATION.value}.')
-  timers_of = {m: (launch.auto_timer_hours(_POPULATION.value, _ROUNDS.value,
-                                           m, timer) if auto else timers)
-               for m in report_goals}
-  if _MODEL.value != 'timer':
+  if _MODEL.value != 'timer':   # One simulation a report goal.
     timers_of = {m: [timer.timer_hours] for m in report_goals}
+  else:
+    timers_of = {m: (launch.auto_timer_hours(
+        _POPULATION.value, _ROUNDS.value, m, timer) if auto else timers)
+                 for m in report_goals}
   for m, z in noise_of.items():
     if _MODEL.value == 'timer':
       for hours in timers_of[m]:

@@ -408,7 +408,7 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
     number, train_lengths = 0, []
     for split in stackoverflow.SPLITS:
       counter = split_counts[split] = collections.Counter()
-      sizes, tokens, lengths = [], 0, []
+      sizes, lengths = [], []
       for author in splits[split]:
         number += 1
         cid = f'{number:08d}'
@@ -418,14 +418,13 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
         for _, _, s in author.sentences:
           words = s.split(' ')
           counter.update(words)
-          tokens += len(words)
           lengths.append(len(words))
         con.executemany('INSERT INTO examples VALUES (?, ?, ?)', rows)
         con.execute('INSERT INTO client_metadata VALUES (?, ?, ?)',
                     (cid, split, len(rows)))
         sizes.append(len(rows))
       stats[split] = dict(clients=len(sizes), sentences=int(sum(sizes)),
-                          tokens=tokens,
+                          tokens=int(sum(lengths)),
                           sentences_per_client=_percentiles(sizes),
                           tokens_per_sentence=_percentiles(lengths))
       if split == 'train':
