@@ -149,13 +149,20 @@ class BadInputTest(parameterized.TestCase):
     cls.results = {name: r for (name, _, _), r in zip(cls.CASES, results)}
 
   def check_refused(self, case, expected):
-    proc = self.results[case]
-    if self.RETURNCODE is None:
-      self.assertNotEqual(proc.returncode, 0, proc.stdout[-2000:])
-    else:
-      self.assertEqual(proc.returncode, self.RETURNCODE, proc.stderr[-2000:])
-    self.assertIn(expected, proc.stderr)
-    self.assertNotIn('Traceback', proc.stderr)
+    assert_refused(self, self.results[case], expected, self.RETURNCODE)
+
+
+def assert_refused(test, proc, expected: str, returncode=2, context=None):
+  """`proc` refused its command: exit code `returncode` (None: any
+  failure), `expected` in its stderr, no traceback. `context` (for
+  example the case's flags) goes into the failure message."""
+  if returncode is None:
+    test.assertNotEqual(proc.returncode, 0, proc.stdout[-2000:])
+  else:
+    test.assertEqual(proc.returncode, returncode,
+                     (context, proc.stderr[-2000:]))
+  test.assertIn(expected, proc.stderr)
+  test.assertNotIn('Traceback', proc.stderr)
 
 
 _TF_LOG_RE = re.compile(r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] ')

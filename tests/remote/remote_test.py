@@ -308,9 +308,7 @@ class ServeWorkerTest(absltest.TestCase):
     procs = fixtures.run_module_cases('experiments.serve_worker',
                                       [args for args, _ in cases])
     for (_, text), proc in zip(cases, procs):
-      self.assertEqual(proc.returncode, 2, proc.stderr)
-      self.assertIn(text, proc.stderr)
-      self.assertNotIn('Traceback', proc.stderr)
+      fixtures.assert_refused(self, proc, text)
 
 
 if __name__ == '__main__':
