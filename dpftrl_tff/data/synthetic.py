@@ -31,7 +31,7 @@ import json
 import os
 import sqlite3
 import tempfile
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -213,30 +213,34 @@ def _write_clients(con, lang, rng, splits, sentences_range,
   low, high = sentences_range
   counts, client_number = {}, 0
   for split, num_clients in splits:
-    total = 0
+    total, train_ids = 0, []
     for _ in range(num_clients):
       client_number += 1
       cid = f'{client_number:08d}'
       client = lang.client(rng)
       n = int(min(high, np.floor((rng.pareto(_PARETO_SHAPE) + 1.0) * low)))
-      rows = _client_rows(lang, rng, client, n, split, cid, word_counts)
+      rows = _client_rows(lang, rng, client, n, split, cid,
+                          train_ids if split == 'train' else None)
       con.executemany('INSERT INTO examples VALUES (?, ?, ?)', rows)
       con.execute('INSERT INTO client_metadata VALUES (?, ?, ?)',
                   (cid, split, n))
       total += n
     counts[split] = total
+    if train_ids:
+      word_counts += np.bincount(np.concatenate(train_ids),
+                                 minlength=len(word_counts))
   return counts
 
 
 def _client_rows(lang, rng, client, n: int, split: str, cid: str,
-                 word_counts: np.ndarray):
+                 train_ids: Optional[List[np.ndarray]]):
   """The (split, client id, serialized example) rows of one client's n
-  sentences; train sentences add to `word_counts`."""
+  sentences; a train sentence's word ids are appended to `train_ids`."""
   rows = []
   for k in range(n):
     ids = lang.sentence(rng, client)
-    if split == 'train':
-      np.add.at(word_counts, ids, 1)
+    if train_ids is not None:
+      train_ids.append(np.asarray(ids, np.int64))
     tokens = ' '.join(lang.words[i] for i in ids)
     topic = client['topics'][0]
     tags = '|'.join(lang.tags[3 * topic + j] for j in range(1 + k % 2))

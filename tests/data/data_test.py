@@ -7,6 +7,8 @@ import tempfile
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import hypothesis
+from hypothesis import strategies as st
 import numpy as np
 import tensorflow as tf
 
@@ -291,6 +293,41 @@ class ClientShuffleTest(absltest.TestCase):
     self.assertEqual(participation.round_seed(3, 9),
                      participation.round_seed(3, 9))
     self.assertLess(max(seeds), 2**63)
+
+
+class SerializeExampleTest(absltest.TestCase):
+
+  @hypothesis.settings(max_examples=300, deadline=None, derandomize=True)
+  @hypothesis.given(tokens=st.text(), date=st.text(max_size=40),
+                    kind=st.text(max_size=10), title=st.text(max_size=300),
+                    tags=st.text(max_size=20),
+                    score=st.integers(-2**63, 2**63 - 1))
+  def test_bytes_are_protobufs_deterministic_serialization(
+      self, tokens, date, kind, title, tags, score):
+    fields = dict(tokens=tokens, date=date, kind=kind, title=title,
+                  tags=tags, score=score)
+    written = stackoverflow.serialize_example(**fields)
+    self.assertEqual(
+        written, stackoverflow.proto_example(**fields).SerializeToString(
+            deterministic=True))
+    self.assertEqual(tf.train.Example.FromString(written),
+                     stackoverflow.proto_example(**fields))
+
+  def test_empty_fields_and_long_text_parse_in_tensorflow(self):
+    written = stackoverflow.serialize_example(
+        tokens='w ' * 5000, date='', kind='answer', score=-1)
+    parsed = tf.io.parse_single_example(written, {
+        'tokens': tf.io.FixedLenFeature([], tf.string),
+        'title': tf.io.FixedLenFeature([], tf.string),
+        'score': tf.io.FixedLenFeature([], tf.int64)})
+    self.assertEqual(parsed['tokens'].numpy(), b'w ' * 5000)
+    self.assertEqual(parsed['title'].numpy(), b'')
+    self.assertEqual(parsed['score'].numpy(), -1)
+
+  def test_score_outside_int64_is_refused(self):
+    with self.assertRaisesRegex(ValueError, 'int64'):
+      stackoverflow.serialize_example(tokens='a', date='', kind='answer',
+                                      score=2**63)
 
 
 class GeneratedDatabaseTest(parameterized.TestCase):
