@@ -7,6 +7,7 @@ best of --repeats runs in GFLOP per CPU-second (process CPU time, so the
 figure does not depend on how many cores were free) and per wall second.
 
   python -m benchmarks.matmul_peak [--n=2048] [--threads=1] [--repeats=3]
+      [--dtypes=fp32,bf16]
 """
 
 import time
@@ -21,6 +22,8 @@ _REPEATS = flags.DEFINE_integer('repeats', 3, 'Timed runs per dtype.',
                                 lower_bound=1)
 _SECONDS = flags.DEFINE_float('seconds', 2.0, 'Wall seconds per run.',
                               lower_bound=0.1)
+_DTYPES = flags.DEFINE_multi_enum('dtypes', ['fp32', 'bf16'],
+                                  ['fp32', 'bf16'], 'Types to measure.')
 
 
 def measure(dtype, n: int, repeats: int, seconds: float):
@@ -55,6 +58,8 @@ def main(argv):
   print(f'{_N.value} x {_N.value} matmuls, {_THREADS.value} thread(s), best '
         f'of {_REPEATS.value}:')
   for name, dtype in (('fp32', tf.float32), ('bf16', tf.bfloat16)):
+    if name not in _DTYPES.value:
+      continue
     cpu, wall = measure(dtype, _N.value, _REPEATS.value, _SECONDS.value)
     print(f'  {name}: {cpu:7.1f} GFLOP per CPU-second, {wall:7.1f} per wall '
           f'second')

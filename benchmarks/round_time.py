@@ -57,6 +57,7 @@ client of 5 or 250 sentences, so their share of the round depends on this;
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -109,9 +110,11 @@ CASES = ('keras', 'keras_in_memory', 'tff_none', 'tff_empty', 'tff_dp_ftrl',
          'agg_bandmf')
 _CASES = flags.DEFINE_list('cases', list(CASES), 'Cases to run.')
 BANDMF_BANDS = 64
-# This machine's single-core fp32 matmul peak, GFLOP per CPU-second
-# (`benchmarks.matmul_peak`, 2026-11-27).
-FP32_PEAK_GFLOP = 251
+_FP32_PEAK = flags.DEFINE_float(
+    'fp32_peak', 0.0, "This machine's single-core fp32 matmul peak in GFLOP "
+    'per CPU-second, the yardstick of the printed share of the peak; 0 '
+    'measures it before the cases (`benchmarks.matmul_peak`, one thread, '
+    'in its own process: about 15 s).', lower_bound=0.0)
 _JSON = flags.DEFINE_bool(
     'json', False, 'Also print one line of JSON at the end: {case: '
     '{seconds_per_round, cpu_seconds_per_round, sequences_per_round, '
@@ -456,6 +459,24 @@ def _run_in_subprocess(case, clients, workers=None):
   return json.loads(lines[-1][len('RESULT '):])
 
 
+def measure_fp32_peak() -> float:
+  """This machine's single-core fp32 matmul peak, GFLOP per CPU-second
+  (`benchmarks.matmul_peak --dtypes=fp32`, in its own process).
+
+  Measured, not assumed: the machines this project runs on differ (on
+  2026-11-27 an AVX-512 EPYC gave 251, an AVX2 one 78).
+  """
+  proc = subprocess.run(
+      [sys.executable, '-m', 'benchmarks.matmul_peak', '--dtypes=fp32',
+       '--seconds=1'], capture_output=True, text=True, check=False,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+  found = re.search(r'fp32:\s*([0-9.]+) GFLOP per CPU-second', proc.stdout)
+  if proc.returncode or not found:
+    raise RuntimeError(f'benchmarks.matmul_peak failed:\n'
+                       f'{proc.stderr[-2000:]}')
+  return float(found.group(1))
+
+
 def _median(values):
   return float(np.median(values)) if values else None
 
@@ -524,7 +545,7 @@ def _print_aggregation_cost(medians, base, case, round_case, label, goal):
   print(text)
 
 
-def _run_all(workers=None):
+def _run_all(workers=None, fp32_peak=None):
   """Runs the cases at every cohort size; {clients: {case: medians}}."""
   all_medians = {}
   for clients in [int(c) for c in _CLIENTS.value]:
@@ -543,6 +564,9 @@ def _run_all(workers=None):
               f'peak {r["peak_memory_mb"]:7.0f} MB', flush=True)
     print(f'clients {clients}, medians over {_REPEATS.value} run(s):')
     medians = {c: _summary(r) for c, r in runs_by_case.items()}
+    for m in medians.values():
+      if m and fp32_peak:
+        m['fp32_peak_gflop_per_cpu_second'] = fp32_peak
     all_medians[clients] = medians
     for case, m in medians.items():
       print(f'  {case:15} {m["seconds_per_round"]:7.2f} s/round '
@@ -565,9 +589,9 @@ def _run_all(workers=None):
       print(f'  TFF DP-FTRL/Keras sequences per CPU-second {ratio:.2f} '
             f'(goals: >= 1.8 at the paper\'s size, >= 1.3 at the CPU '
             f'scale); its matmuls at '
-            f'{100 * tff["gflop_per_cpu_second"] / FP32_PEAK_GFLOP:.0f}% of '
-            f'the {FP32_PEAK_GFLOP} GFLOP/CPU-s fp32 peak '
-            '(benchmarks.matmul_peak; goal >= 50% at the paper\'s size)')
+            f'{100 * tff["gflop_per_cpu_second"] / fp32_peak:.0f}% of '
+            f'this machine\'s fp32 peak, {fp32_peak:.0f} GFLOP/CPU-s '
+            '(goal >= 50% at the paper\'s size)')
     for label, base, case, goal in (
         ('DP-FTRL over no DP', 'tff_none', 'tff_dp_ftrl',
          ' (goal <= 5% at 50 clients)'),
@@ -598,10 +622,11 @@ def json_line(all_medians):
   """--json's object: {case: figures}, or {"case@clients": figures} when
   the run measured several cohort sizes."""
   keys = ('seconds_per_round', 'cpu_seconds_per_round',
-          'sequences_per_round', 'gflop_per_cpu_second')
+          'sequences_per_round', 'gflop_per_cpu_second',
+          'fp32_peak_gflop_per_cpu_second')
   several = len(all_medians) > 1
   return {(f'{case}@{clients}' if several else case):
-          {k: m[k] for k in keys}
+          {k: m[k] for k in keys if k in m}
           for clients, medians in all_medians.items()
           for case, m in medians.items() if m}
 
@@ -646,8 +671,13 @@ def main(argv):
         f'{_TRAIN_CLIENTS.value} training clients)')
   if _START_WORKERS.value and _WORKERS.value:
     raise app.UsageError('--workers and --start_workers exclude each other.')
+  fp32_peak = _FP32_PEAK.value or measure_fp32_peak()
+  source = ('--fp32_peak' if _FP32_PEAK.value else
+            'measured by benchmarks.matmul_peak')
+  print(f"This machine's single-core fp32 matmul peak: {fp32_peak:.1f} "
+        f'GFLOP per CPU-second ({source})', flush=True)
   if not _START_WORKERS.value:
-    all_medians = _run_all(_WORKERS.value)
+    all_medians = _run_all(_WORKERS.value, fp32_peak)
     if _JSON.value:
       print(json.dumps(json_line(all_medians), sort_keys=True))
     return 0
@@ -657,7 +687,7 @@ def main(argv):
     started, names = _start_pinned_workers(count)
     print(f'{count} loopback TFF worker(s): {names}', flush=True)
     try:
-      by_count[count] = _run_all(names)
+      by_count[count] = _run_all(names, fp32_peak)
     finally:
       for process in started:
         process.kill()
