@@ -35,6 +35,9 @@ varies less than wall time on a shared machine. With `--repeats=k` every
 case runs k times, the cases interleaved (a, b, a, b, ...) so that a slow
 spell of the machine hits all of them; the summary compares the medians and
 also gives each repeat's ratio, so a 5% goal is judged against the spread.
+GFLOP per CPU-second of client training is set against this machine's
+single-core fp32 matmul peak, measured before the cases
+(`benchmarks.matmul_peak`) unless `--fp32_peak` gives it.
 
 Across machines (docs/scaling.md): with `--workers=host:port,...` the TFF
 cases run their rounds on those TFF workers (`dpftrl_tff.remote`);
@@ -52,6 +55,7 @@ client of 5 or 250 sentences, so their share of the round depends on this;
   python -m benchmarks.round_time [--rounds=5] [--clients=10,50] [--cases=...]
       [--repeats=1] [--min_sentences_per_client=100]
       [--workers=host:port,... | --start_workers=1,2] [--subrounds=0]
+      [--fp32_peak=0] [--json]
 """
 
 import dataclasses
