@@ -362,6 +362,13 @@ def assign_splits(authors: Dict[str, _Author], settings: BuildSettings
   n_heldout = max(1, int(round(settings.heldout_fraction * n)))
   n_test = max(1, int(round(settings.test_fraction * n)))
   if n - n_heldout - n_test < 1:
+    if len(authors) < 3:
+      within = (' in the --since/--until range' if settings.since or
+                settings.until else '')
+      raise CorpusError(
+          f'The history has {len(authors)} author(s){within}: a corpus '
+          f'needs at least 3 (train, heldout and test clients); use a '
+          f'repository with more authors.')
     raise CorpusError(
         f'Only {n} author(s) have at least --min_examples_per_client='
         f'{settings.min_examples_per_client} sentences: too few for train, '

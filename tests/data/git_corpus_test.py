@@ -368,6 +368,11 @@ class BuildTest(absltest.TestCase):
       f.write('{"author": "a", "date": "2020-01-01T10:00:00Z", "message": '
               '"x y"}\n{"author": "a", "date": "Thu Apr 7 15:13:13 2005 '
               '-0700", "message": "x y"}\n')
+    one_author = fixtures.write_jsonl(
+        os.path.join(tempfile.mkdtemp(), 'one.jsonl'),
+        [dict(author='a', date=f'2020-01-0{k + 1}',
+              message=f'Change {k} of the widget so it keeps its data.')
+         for k in range(8)])
     settings = git_corpus.BuildSettings
     for build, expected in (
         (lambda: list(git_corpus.read_docs_dir(not_repo)),
@@ -380,6 +385,10 @@ class BuildTest(absltest.TestCase):
         (lambda: list(git_corpus.read_commits_jsonl(bad_date)),
          "line 2: date 'Thu Apr 7 .* is not ISO 8601"),
         (lambda: self._build_here(min_examples_per_client=1000), 'too few'),
+        (lambda: git_corpus.build(
+            tempfile.mkdtemp(), git_corpus.read_commits_jsonl(one_author),
+            git_corpus.BuildSettings(min_examples_per_client=1)),
+         'The history has 1 author\\(s\\): a corpus needs at least 3'),
         # Too little public text for its validation split (every 20th):
         # refused before the database is written (it was TFDS's traceback).
         (lambda: git_corpus.build(
