@@ -31,6 +31,7 @@ from dpftrl_tff import accounting
 from dpftrl_tff import console
 from dpftrl_tff import participation
 from dpftrl_tff import plotting
+from dpftrl_tff import runtime
 from dpftrl_tff.run import run_directory
 
 _OUTPUT = flags.DEFINE_string('output_dir', 'docs/figures',
@@ -159,6 +160,7 @@ def _main(argv):
 
 
 def main(argv):
+  runtime.configure_allocator()   # As plan_launch: no mmap per round.
   # An unwritable output place, like every refusal: one line, exit 2.
   return console.run_main(lambda: _main(argv), argv)
 

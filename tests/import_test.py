@@ -99,18 +99,26 @@ class ImportTest(absltest.TestCase):
         ('sweep', '--axis=client_lr=1,1'),
         ('noise_sweep', '--noise_multipliers=-1'),
     )
-    script = ('import atexit, runpy, sys\n'
+    # plan_launch also keeps freed memory (glibc's allocator settings of the
+    # training binaries): its timer model's per-round arrays cost system
+    # time when mapped afresh.
+    script = ('import atexit, os, runpy, sys\n'
               'atexit.register(lambda: print("LOADED", "tensorflow" in '
-              'sys.modules, file=sys.stderr))\n'
+              'sys.modules, "MMAP_MAX", os.environ.get("MALLOC_MMAP_MAX_"), '
+              'file=sys.stderr))\n'
               'sys.argv = sys.argv[1:]\n'
               'runpy.run_module("experiments." + sys.argv[0], '
               'run_name="__main__")\n')
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith('MALLOC_')}
     for case in cases:
       proc = subprocess.run([sys.executable, '-c', script, *case],
-                            cwd=fixtures.ROOT, capture_output=True,
+                            cwd=fixtures.ROOT, env=env, capture_output=True,
                             text=True, timeout=120)
       self.assertIn('LOADED False', proc.stderr,
                     f'{case}: {fixtures.stderr_tail(proc.stderr)}')
+      if case[0] == 'plan_launch':
+        self.assertIn('MMAP_MAX 0', proc.stderr)
 
   def test_no_binary_or_library_module_imports_a_binary(self):
     # Binaries are thin (flags to library calls): the library and the other
