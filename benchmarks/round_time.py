@@ -467,8 +467,8 @@ def measure_fp32_peak() -> float:
   """This machine's single-core fp32 matmul peak, GFLOP per CPU-second
   (`benchmarks.matmul_peak --dtypes=fp32`, in its own process).
 
-  Measured, not assumed: the machines this project runs on differ (on
-  2026-11-27 an AVX-512 EPYC gave 251, an AVX2 one 78).
+  Measured, not assumed: the machines this project runs on differ (an
+  AVX-512 EPYC gave 251 on 2026-11-27, an AVX2 one 78 on 2026-11-28).
   """
   proc = subprocess.run(
       [sys.executable, '-m', 'benchmarks.matmul_peak', '--dtypes=fp32',

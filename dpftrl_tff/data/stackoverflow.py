@@ -62,19 +62,19 @@ def serialize_example(*, tokens: str, date: str, kind: str, title: str = '',
   Written directly in the protocol-buffer wire format, with the map's
   entries in key order: the bytes equal
   `proto_example(...).SerializeToString(deterministic=True)`
-  (tests/data/data_test.py), about ten times faster than building the
+  (tests/data/data_test.py), five to seven times faster than building the
   message (generating data and building a corpus write one per sentence).
   An Example is field 1 (Features), whose field 1 is the map: an entry per
   feature, each a message of key (field 1) and Feature (field 2), the
   Feature a BytesList (field 1) or a packed Int64List (field 3).
   """
-  entries = [_map_entry(b'creation_date', _bytes_feature(date)),
-             _map_entry(b'score', _int64_feature(score)),
-             _map_entry(b'tags', _bytes_feature(tags)),
-             _map_entry(b'title', _bytes_feature(title)),
-             _map_entry(b'tokens', _bytes_feature(tokens)),
-             _map_entry(b'type', _bytes_feature(kind))]
-  return _field(1, b''.join(entries))
+  return _length_delimited(_TAG_1, b''.join((
+      _map_entry(_KEY_CREATION_DATE, _bytes_feature(date)),
+      _map_entry(_KEY_SCORE, _int64_feature(score)),
+      _map_entry(_KEY_TAGS, _bytes_feature(tags)),
+      _map_entry(_KEY_TITLE, _bytes_feature(title)),
+      _map_entry(_KEY_TOKENS, _bytes_feature(tokens)),
+      _map_entry(_KEY_TYPE, _bytes_feature(kind)))))
 
 
 def proto_example(*, tokens: str, date: str, kind: str, title: str = '',
@@ -106,23 +106,41 @@ def _varint(value: int) -> bytes:
   return bytes(out)
 
 
-def _field(number: int, payload: bytes) -> bytes:
-  """A length-delimited field (wire type 2)."""
-  return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+_ONE_BYTE = [bytes((n,)) for n in range(128)]
+# Field numbers 1, 2, 3 with wire type 2 (length-delimited).
+_TAG_1, _TAG_2, _TAG_3 = b'\x0a', b'\x12', b'\x1a'
+
+
+def _length_delimited(tag: bytes, payload: bytes) -> bytes:
+  n = len(payload)
+  return tag + (_ONE_BYTE[n] if n < 128 else _varint(n)) + payload
+
+
+def _key(name: str) -> bytes:
+  return _length_delimited(_TAG_1, name.encode('ascii'))
+
+
+_KEY_CREATION_DATE, _KEY_SCORE, _KEY_TAGS, _KEY_TITLE, _KEY_TOKENS, \
+    _KEY_TYPE = map(_key, ('creation_date', 'score', 'tags', 'title',
+                           'tokens', 'type'))
 
 
 def _bytes_feature(value: str) -> bytes:
-  return _field(1, _field(1, value.encode('utf-8')))
+  """A Feature's bytes_list (field 1) of one value (field 1)."""
+  return _length_delimited(
+      _TAG_1, _length_delimited(_TAG_1, value.encode('utf-8')))
 
 
 def _int64_feature(value: int) -> bytes:
+  """A Feature's int64_list (field 3) of one value, packed (field 1)."""
   if not -2**63 <= value < 2**63:
     raise ValueError(f'score {value} is not an int64')
-  return _field(3, _field(1, _varint(value)))
+  return _length_delimited(_TAG_3, _length_delimited(_TAG_1, _varint(value)))
 
 
 def _map_entry(key: bytes, feature: bytes) -> bytes:
-  return _field(1, _field(1, key) + _field(2, feature))
+  """A map entry (field 1 of Features): the key, then the Feature."""
+  return _length_delimited(_TAG_1, key + _length_delimited(_TAG_2, feature))
 
 
 def database_path(cache_dir: str) -> str:
