@@ -204,7 +204,9 @@ class WorkerContext(async_execution_context.AsyncExecutionContext):
               f'{_grpc_detail(e)}', [self.worker]) from None
 
   def close(self):
-    self._channel.close()
+    # Not `self._channel.close()`: TFF's stub keeps a connectivity
+    # subscription whose polling thread must end first (`close_channel`).
+    workers_lib.close_channel(self._channel)
 
 
 def _grpc_detail(error) -> str:

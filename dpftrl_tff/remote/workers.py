@@ -16,6 +16,7 @@ import dataclasses
 import importlib.util
 import os
 import subprocess
+import time
 from typing import Iterable, List, Optional, Sequence
 
 from dpftrl_tff import runtime
@@ -147,18 +148,50 @@ def channel(worker: Worker):
   return grpc.insecure_channel(worker.target, list(GRPC_CHANNEL_OPTIONS))
 
 
+def close_channel(grpc_channel, wait_seconds: float = 5.0):
+  """Closes a gRPC channel once its connectivity polling thread has ended.
+
+  `Channel.subscribe` (TFF's `RemoteExecutorGrpcStub` subscribes and never
+  unsubscribes; `grpc.channel_ready_future` subscribes too) starts a thread
+  that calls `watch_connectivity_state` on the channel every 0.2 s until no
+  subscription is left. `Channel.close()` drops the subscriptions and frees
+  the channel at once, while that thread may still be inside the call: it
+  then fails on the closed channel or, inside the C core, crashes the
+  process (SIGSEGV, grpc/grpc#16290; seen in this project's CI). Here the
+  subscriptions are dropped first and the channel is closed only when the
+  thread has noticed and ended (within one 0.2 s poll), or after
+  `wait_seconds`. gRPC has no public way to see that thread: this reads
+  the channel's private `_connectivity_state`, and a gRPC without it is
+  closed at once (tested, so that an upgrade that renames it fails a test).
+  """
+  state = getattr(grpc_channel, '_connectivity_state', None)
+  if state is not None:
+    with state.lock:
+      del state.callbacks_and_connectivities[:]
+      state.try_to_connect = False
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+      with state.lock:
+        if not state.polling:
+          break
+      time.sleep(0.01)
+  grpc_channel.close()
+
+
 def is_reachable(worker: Worker, timeout: float) -> bool:
   """True when a gRPC connection to `worker` opens within `timeout` s."""
   # TFF internals and gRPC only when a worker is started or probed.
   import grpc  # pylint: disable=g-import-not-at-top
   probe = channel(worker)
+  ready = grpc.channel_ready_future(probe)
   try:
-    grpc.channel_ready_future(probe).result(timeout=timeout)
+    ready.result(timeout=timeout)
     return True
   except grpc.FutureTimeoutError:
+    ready.cancel()
     return False
   finally:
-    probe.close()
+    close_channel(probe)
 
 
 def check_reachable(workers: Sequence[Worker], *,
