@@ -44,7 +44,7 @@ def _run_one(model):
       timer=participation.TimerSettings(timer_hours=48.0))
   seconds = time.monotonic() - started
   after = resource.getrusage(resource.RUSAGE_SELF)
-  peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+  peak_mb = after.ru_maxrss / 1024
   return dict(model=model, seconds=seconds, peak_memory_mb=peak_mb,
               user_seconds=after.ru_utime - before.ru_utime,
               system_seconds=after.ru_stime - before.ru_stime,
