@@ -74,10 +74,13 @@ def main(argv):
     r = json.loads(line[-1][len('RESULT '):])
     per_day = (f'{r["rounds_per_day"]:.1f}' if r['rounds_per_day']
                else '-')
+    # ParticipationLog's -1: no device took part twice, MinS undefined.
+    min_sep = (r['min_separation'] if r['min_separation'] >= 0 else
+               'none (no device took part twice)')
     print(f'{r["model"]:>15}: {r["seconds"]:6.1f} s, CPU '
           f'{r["user_seconds"]:.1f} s user + {r["system_seconds"]:.1f} s '
           f'system, peak '
-          f'{r["peak_memory_mb"]:7.0f} MB, MinS {r["min_separation"]}, '
+          f'{r["peak_memory_mb"]:7.0f} MB, MinS {min_sep}, '
           f'MaxP {r["max_participation"]}, rounds/day {per_day}')
   return 0
 
