@@ -1,12 +1,23 @@
 # One entry point for a fresh machine: `make demo` and `make test` set up
 # .venv in the checkout (pinned requirements) when needed, then run.
-PYTHON ?= python3
+# The interpreter .venv is made with: the distribution's /usr/bin/python3.11
+# (Debian's) when it is a final 3.11 release that can make virtual
+# environments (package python3.11-venv), else python3. On this project's
+# 2-core VM a fresh training binary took 18% less CPU and the test suite 10%
+# less time with it than with pyenv's source build of 3.11.7
+# (docs/performance.md). PYTHON=... chooses another 3.11; an existing .venv
+# is kept (`make clean` first).
+DEBIAN_PYTHON := /usr/bin/python3.11
+PYTHON_CHECK := import ensurepip, sys; v = sys.version_info; \
+  assert v[:2] == (3, 11) and v.releaselevel == 'final'
+PYTHON ?= $(shell $(DEBIAN_PYTHON) -c "$(PYTHON_CHECK)" 2>/dev/null && \
+  echo $(DEBIAN_PYTHON) || echo python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: setup demo test bench bazel bazel_install reproduce utility_curves clean
+.PHONY: setup demo test bench bazel bazel_install python_install reproduce utility_curves clean
 
 $(STAMP): requirements.txt requirements-tff.txt setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +41,12 @@ test: $(STAMP)
 # Bazel 4.2.3 from Debian (root's apt-get), offline: BUILD's targets and the
 # small tests on .venv's interpreter (docs/bazel.md). make test runs the same
 # through tests/bazel_test.py.
+# Debian's python3.11 with venv support for .venv (root's apt-get; CI).
+python_install:
+	$(DEBIAN_PYTHON) -c "$(PYTHON_CHECK)" 2>/dev/null || { \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+	  python3.11-venv; }
+
 bazel_install:
 	command -v bazel >/dev/null || { apt-get update -qq && \
 	  apt-get install -y -qq --no-install-recommends bazel-bootstrap; }

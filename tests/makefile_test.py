@@ -1,0 +1,47 @@
+"""The Makefile's choice of interpreter for .venv (Debian's python3.11 if
+usable, else python3)."""
+
+import os
+import subprocess
+
+from absl.testing import absltest
+
+from tests import fixtures
+
+
+def _make_python(*overrides):
+  proc = subprocess.run(
+      ['make', '-s', '--no-print-directory', *overrides, '--eval',
+       'print_python:\n\t@echo $(PYTHON)', 'print_python'],
+      cwd=fixtures.ROOT, capture_output=True, text=True, timeout=60,
+      env={k: v for k, v in os.environ.items() if k != 'PYTHON'})
+  if proc.returncode:
+    raise AssertionError(proc.stderr)
+  return proc.stdout.strip()
+
+
+class InterpreterTest(absltest.TestCase):
+
+  def test_debians_python_when_it_makes_venvs_else_python3(self):
+    debian = '/usr/bin/python3.11'
+    usable = os.path.exists(debian) and subprocess.run(
+        [debian, '-c', 'import ensurepip, sys; v = sys.version_info; '
+         'assert v[:2] == (3, 11) and v.releaselevel == "final"'],
+        capture_output=True).returncode == 0
+    self.assertEqual(_make_python(), debian if usable else 'python3')
+
+  def test_not_a_python_that_cannot_make_venvs(self):
+    # Any interpreter whose check fails: here one that is not Python.
+    self.assertEqual(_make_python('DEBIAN_PYTHON=/bin/false'), 'python3')
+
+  def test_python3_without_debians(self):
+    self.assertEqual(_make_python('DEBIAN_PYTHON=/nonexistent/python3.11'),
+                     'python3')
+
+  def test_the_command_line_wins(self):
+    self.assertEqual(_make_python('PYTHON=/opt/my/python3.11'),
+                     '/opt/my/python3.11')
+
+
+if __name__ == '__main__':
+  absltest.main()
