@@ -15,6 +15,7 @@ import time
 from unittest import mock
 
 from absl.testing import absltest
+from absl.testing import parameterized
 import grpc
 from grpc import _channel as grpc_channel  # pylint: disable=protected-access
 import portpicker
@@ -38,7 +39,7 @@ def _record_polling_at_close():
   return patch, polling_at_close
 
 
-class CloseChannelTest(absltest.TestCase):
+class CloseChannelTest(parameterized.TestCase):
 
   def setUp(self):
     super().setUp()
@@ -51,37 +52,34 @@ class CloseChannelTest(absltest.TestCase):
     server.start()
     self.addCleanup(server.stop, None)
 
+  def _close_subscribed(self, close):
+    """Polling states recorded when `close` closes a subscribed channel."""
+    patch, polling_at_close = _record_polling_at_close()
+    channel = workers_lib.channel(self.worker)
+    channel.subscribe(lambda _: None, try_to_connect=True)
+    time.sleep(0.05)
+    with patch:
+      close(channel)
+    return polling_at_close
+
   def test_plain_close_runs_while_polling(self):
     # The race itself: why close_channel exists (and what the other tests
     # would see without it).
-    patch, polling_at_close = _record_polling_at_close()
-    channel = workers_lib.channel(self.worker)
-    channel.subscribe(lambda _: None, try_to_connect=True)
-    time.sleep(0.05)
-    with patch:
-      channel.close()
-    self.assertEqual(polling_at_close, [True])
+    self.assertEqual(self._close_subscribed(lambda c: c.close()), [True])
 
   def test_close_channel_waits_for_polling_to_end(self):
-    patch, polling_at_close = _record_polling_at_close()
-    channel = workers_lib.channel(self.worker)
-    channel.subscribe(lambda _: None, try_to_connect=True)
-    time.sleep(0.05)
-    with patch:
-      workers_lib.close_channel(channel)
-    self.assertEqual(polling_at_close, [False])
+    self.assertEqual(self._close_subscribed(workers_lib.close_channel),
+                     [False])
 
-  def test_probe_of_a_closed_port(self):
+  @parameterized.named_parameters(('closed_port', False, 0.3),
+                                  ('serving_port', True, 10))
+  def test_probe(self, serving, timeout):
+    if serving:
+      self._serve()
     patch, polling_at_close = _record_polling_at_close()
     with patch:
-      self.assertFalse(workers_lib.is_reachable(self.worker, 0.3))
-    self.assertEqual(polling_at_close, [False])
-
-  def test_probe_of_a_serving_port(self):
-    self._serve()
-    patch, polling_at_close = _record_polling_at_close()
-    with patch:
-      self.assertTrue(workers_lib.is_reachable(self.worker, 10))
+      self.assertEqual(workers_lib.is_reachable(self.worker, timeout),
+                       serving)
     self.assertEqual(polling_at_close, [False])
 
   def test_worker_context_close(self):
