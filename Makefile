@@ -38,15 +38,15 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest tests -q -p no:cacheprovider -n 3 --dist loadscope --durations=15
 
-# Bazel 4.2.3 from Debian (root's apt-get), offline: BUILD's targets and the
-# small tests on .venv's interpreter (docs/bazel.md). make test runs the same
-# through tests/bazel_test.py.
 # Debian's python3.11 with venv support for .venv (root's apt-get; CI).
 python_install:
 	$(DEBIAN_PYTHON) -c "$(PYTHON_CHECK)" 2>/dev/null || { \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends \
 	  python3.11-venv; }
 
+# Bazel 4.2.3 from Debian (root's apt-get), offline: BUILD's targets and the
+# small tests on .venv's interpreter (docs/bazel.md). make test runs the same
+# through tests/bazel_test.py.
 bazel_install:
 	command -v bazel >/dev/null || { apt-get update -qq && \
 	  apt-get install -y -qq --no-install-recommends bazel-bootstrap; }
