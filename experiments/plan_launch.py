@@ -269,10 +269,10 @@ def main(argv):
     print(f'error: unexpected arguments {argv[1:]}.', file=sys.stderr)
     return 2
   console.quiet_libraries()
-  # The timer model's model-population arrays (34 MB at 4.21M devices) are
+  # The timer model's population arrays (34 MB at 4.21M devices) are
   # allocated and freed every round: kept by glibc instead of mapped and
-  # zeroed again, the system time drops from 23 to 0.8 s (docs/
-  # performance.md).
+  # zeroed again, `benchmarks.participation_speed`'s system time drops from
+  # 25.4 to 0.7 s (docs/performance.md).
   runtime.configure_allocator()
   try:
     report = plan()
