@@ -323,6 +323,36 @@ def configure_allocator(arenas: Optional[int] = None):
       libc.mallopt(param, value)
 
 
+# gRPC's fork handlers off. gRPC's C core registers pthread_atfork handlers
+# that, when no other thread is inside gRPC at that instant, stop its
+# timer and event-engine threads before fork() and restart them after;
+# when another thread is inside gRPC they log "skipping fork() handlers"
+# and do nothing. This project forks only to exec at once (TFF's worker,
+# training binaries; `preexec_fn` makes Python fork instead of vfork, so
+# the handlers run), so the child never uses gRPC and the handlers buy
+# nothing. In CI (2026-11-28) a pytest worker died with SIGSEGV in a
+# channel's connectivity-polling thread (`watch_connectivity_state`) while
+# another thread was in `Popen` starting TFF's worker, and in another run a
+# child aborted between fork and exec (grpc/grpc#37259 reports that abort
+# in `Popen`). In a stress run the handlers left polling threads using
+# closed descriptors 21 times in 13,282 forks, never with this setting
+# (docs/performance.md, stop 55).
+GRPC_ENVIRONMENT = {'GRPC_ENABLE_FORK_SUPPORT': '0'}
+
+
+def configure_grpc() -> bool:
+  """Turns gRPC's fork handlers off (`GRPC_ENVIRONMENT`), unless set.
+
+  gRPC reads the variable when it is imported, so this must run before
+  anything imports `grpc` (TFF does): `install()` and the test suite's
+  conftest call it first thing. Called later it still reaches the child
+  processes. Returns False when gRPC was already imported in this process.
+  """
+  for name, value in GRPC_ENVIRONMENT.items():
+    os.environ.setdefault(name, value)
+  return 'grpc' not in sys.modules
+
+
 def exit_code(code) -> int:
   """The process exit status of `sys.exit(code)` (None 0, an int itself,
   anything else printed to stderr and 1), as the interpreter computes it."""
@@ -368,8 +398,9 @@ def install(malloc_arenas: Optional[int] = None):
 
   Call it first thing, before TensorFlow is imported (its C++ log level is
   read at import): it sets TF_CPP_MIN_LOG_LEVEL=3 unless set (or unless
-  the command line asks for --verbosity, see `console`), configures the
-  allocator (`configure_allocator`), and registers `shutdown_workers` at
+  the command line asks for --verbosity, see `console`), turns gRPC's fork
+  handlers off (`configure_grpc`), configures the allocator
+  (`configure_allocator`), and registers `shutdown_workers` at
   exit, on SIGTERM and SIGINT (ended within SIGNAL_GRACE_SECONDS even when
   the main thread is stuck: `_watch_signals`). Importing this module
   changes nothing.
@@ -380,6 +411,7 @@ def install(malloc_arenas: Optional[int] = None):
   _installed = True
   wants_logs = any(a.startswith(('--verbosity', '-v')) for a in sys.argv[1:])
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if wants_logs else '3')
+  configure_grpc()
   configure_allocator(malloc_arenas)
   atexit.register(_at_exit)
   signal.signal(signal.SIGTERM, _on_signal)

@@ -20,7 +20,14 @@ atexit.register(shutil.rmtree, _TEMP_ROOT, ignore_errors=True)
 import pytest  # pylint: disable=g-import-not-at-top
 
 from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
-from dpftrl_tff import tff_compat  # pylint: disable=g-import-not-at-top
+
+# gRPC's fork handlers off in the test processes and the binaries they
+# start, as `runtime.install` does for a binary; only before gRPC loads.
+if not runtime.configure_grpc():
+  raise RuntimeError('gRPC was imported before tests/conftest.py: its fork '
+                     'handlers stay on (runtime.configure_grpc).')
+
+from dpftrl_tff import tff_compat  # pylint: disable=g-import-not-at-top,g-bad-import-order
 
 
 @pytest.fixture(autouse=True, scope='module')

@@ -1,6 +1,7 @@
 """runtime.run_app: a binary's exit status, exit handlers, flushed output,
 and no interpreter teardown; every binary that loads TFF exits through it."""
 
+import os
 import pathlib
 import signal
 import subprocess
@@ -62,6 +63,64 @@ lock = threading.Lock()
 lock.acquire()
 lock.acquire()   # Forever, unless a signal ends the process.
 '''
+
+
+# A process that forks as every worker start does (Popen with preexec_fn
+# forks; without it Python may vfork, which runs no fork handlers) while a
+# gRPC channel's connectivity-polling thread runs. gRPC's fork handlers,
+# when on, log every fork at INFO: "Other threads are currently calling
+# into gRPC, skipping fork() handlers", or they stop and restart gRPC's
+# threads around it.
+_FORK_SCRIPT = r'''
+import subprocess, sys, time
+from dpftrl_tff import runtime
+if sys.argv[1] == 'install':
+  runtime.install()
+import grpc
+channel = grpc.insecure_channel('localhost:1')
+channel.subscribe(lambda state: None, try_to_connect=True)
+for _ in range(20):
+  subprocess.run(['true'], preexec_fn=lambda: None, check=True)
+  time.sleep(0.01)
+print('forked', flush=True)
+'''
+
+
+class GrpcForkTest(parameterized.TestCase):
+
+  def _fork_log(self, how):
+    env = {k: v for k, v in os.environ.items()
+           if k != 'GRPC_ENABLE_FORK_SUPPORT'}
+    env['GRPC_VERBOSITY'] = 'INFO'
+    proc = subprocess.run([sys.executable, '-c', _FORK_SCRIPT, how],
+                          cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    self.assertEqual(proc.returncode, 0, proc.stderr)
+    self.assertIn('forked', proc.stdout)
+    return proc.stderr
+
+  def test_a_binary_forks_without_grpc_fork_handlers(self):
+    self.assertNotIn('fork', self._fork_log('install').lower())
+
+  def test_without_the_runtime_the_handlers_run(self):
+    # The probe sees gRPC's default: the handlers on.
+    self.assertIn('fork() handlers', self._fork_log('plain'))
+
+  def test_configure_grpc_keeps_a_setting_and_says_when_it_is_late(self):
+    self.assertEqual(runtime.configure_grpc(), 'grpc' not in sys.modules)
+    script = ('import os, sys; from dpftrl_tff import runtime; '
+              'print(runtime.configure_grpc(), '
+              'os.environ["GRPC_ENABLE_FORK_SUPPORT"]); import grpc; '
+              'print(runtime.configure_grpc())')
+    for preset, expected in ((None, 'True 0\nFalse\n'),
+                             ('1', 'True 1\nFalse\n')):
+      env = {k: v for k, v in os.environ.items()
+             if k != 'GRPC_ENABLE_FORK_SUPPORT'}
+      if preset is not None:
+        env['GRPC_ENABLE_FORK_SUPPORT'] = preset
+      proc = subprocess.run([sys.executable, '-c', script], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+      self.assertEqual(proc.stdout, expected, proc.stderr)
 
 
 class SignalTest(parameterized.TestCase):
