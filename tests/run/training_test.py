@@ -587,6 +587,8 @@ class BinaryTest(parameterized.TestCase):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
     for name in worker.WORKER_ENVIRONMENT:   # Set for the worker alone.
       env.pop(name, None)
+    for name in runtime.GRPC_ENVIRONMENT:   # The binary must set it.
+      env.pop(name, None)
     flags = _tiny_flags(tempfile.mkdtemp())
     flags[flags.index('--total_rounds=2')] = '--total_rounds=500'
     proc = subprocess.Popen(
@@ -609,6 +611,10 @@ class BinaryTest(parameterized.TestCase):
     # The worker's TensorFlow settings, which the binary's own process
     # did not have.
     for name, value in worker.WORKER_ENVIRONMENT.items():
+      self.assertIn(f'{name}={value}'.encode(), worker_env)
+    # gRPC's fork handlers off, set by the binary's runtime.install (the
+    # test removed it from the binary's environment).
+    for name, value in runtime.GRPC_ENVIRONMENT.items():
       self.assertIn(f'{name}={value}'.encode(), worker_env)
     proc.send_signal(signum)
     rest = proc.communicate(timeout=60)[0]   # EOF: nobody holds the pipe
