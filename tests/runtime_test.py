@@ -1,5 +1,6 @@
 """runtime.run_app: a binary's exit status, exit handlers, flushed output,
-and no interpreter teardown; every binary that loads TFF exits through it."""
+and no interpreter teardown; every binary that loads TFF exits through it.
+runtime.install: gRPC's fork handlers off; SIGTERM ends a stuck binary."""
 
 import os
 import pathlib
