@@ -336,7 +336,7 @@ def configure_allocator(arenas: Optional[int] = None):
 # child aborted between fork and exec (grpc/grpc#37259 reports that abort
 # in `Popen`). In a stress run the handlers left polling threads using
 # closed descriptors 21 times in 13,282 forks, never with this setting
-# (docs/performance.md, stop 55).
+# (docs/performance.md, stop 55; `benchmarks.grpc_fork_stress`).
 GRPC_ENVIRONMENT = {'GRPC_ENABLE_FORK_SUPPORT': '0'}
 
 
