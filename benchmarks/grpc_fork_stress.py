@@ -5,8 +5,9 @@ connectivity subscription (its polling thread, as TFF's stub keeps one) to a
 closed local port, and starts `true` with `subprocess.Popen(...,
 preexec_fn=...)` in a loop for --seconds: a `preexec_fn` makes Python fork
 (not vfork), as every TFF worker start here does (PR_SET_PDEATHSIG). Trials
-alternate between gRPC's default and the project's setting
-(`runtime.GRPC_ENVIRONMENT`, GRPC_ENABLE_FORK_SUPPORT=0), with gRPC's INFO
+alternate between gRPC's default and the project's setting (the trial
+calls `runtime.configure_grpc()` before importing gRPC, as
+`runtime.install()` does: GRPC_ENABLE_FORK_SUPPORT=0), with gRPC's INFO
 log on. Counted per setting:
 
   forks          `Popen` calls made;
@@ -46,6 +47,9 @@ _REPEATS = flags.DEFINE_integer('repeats', 6, 'Trials per setting.',
 
 _TRIAL = r'''
 import random, subprocess, sys, time
+if sys.argv[2] == 'project':
+  from dpftrl_tff import runtime
+  runtime.configure_grpc()   # As runtime.install() does, before gRPC.
 import grpc
 channel = grpc.insecure_channel('localhost:1')
 channel.subscribe(lambda state: None, try_to_connect=True)
@@ -58,6 +62,7 @@ print('FORKS', forks, flush=True)
 '''
 
 SETTINGS = ('default', 'project')
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SKIPPED = 'skipping fork() handlers'
 _GRPC_ERROR = re.compile(r'^[EF]\d{4} ', re.MULTILINE)
 
@@ -66,12 +71,10 @@ def trial(setting: str, seconds: float) -> dict:
   """One trial's counts under `setting` ('default' or 'project')."""
   env = {k: v for k, v in os.environ.items()
          if k not in runtime.GRPC_ENVIRONMENT}
-  if setting == 'project':
-    env.update(runtime.GRPC_ENVIRONMENT)
   env['GRPC_VERBOSITY'] = 'INFO'
-  proc = subprocess.run([sys.executable, '-c', _TRIAL, str(seconds)],
-                        env=env, capture_output=True, text=True,
-                        timeout=seconds + 120)
+  proc = subprocess.run(
+      [sys.executable, '-c', _TRIAL, str(seconds), setting], cwd=_REPO,
+      env=env, capture_output=True, text=True, timeout=seconds + 120)
   found = re.search(r'^FORKS (\d+)$', proc.stdout, re.MULTILINE)
   forks = int(found.group(1)) if found else 0
   skipped = proc.stderr.count(_SKIPPED)

@@ -87,11 +87,16 @@ print('forked', flush=True)
 '''
 
 
-class GrpcForkTest(parameterized.TestCase):
+def _environment_without_grpc_setting():
+  """This process's environment less `runtime.GRPC_ENVIRONMENT`'s names."""
+  return {k: v for k, v in os.environ.items()
+          if k not in runtime.GRPC_ENVIRONMENT}
+
+
+class GrpcForkTest(absltest.TestCase):
 
   def _fork_log(self, how):
-    env = {k: v for k, v in os.environ.items()
-           if k != 'GRPC_ENABLE_FORK_SUPPORT'}
+    env = _environment_without_grpc_setting()
     env['GRPC_VERBOSITY'] = 'INFO'
     proc = subprocess.run([sys.executable, '-c', _FORK_SCRIPT, how],
                           cwd=ROOT, env=env, capture_output=True, text=True,
@@ -115,8 +120,7 @@ class GrpcForkTest(parameterized.TestCase):
               'print(runtime.configure_grpc())')
     for preset, expected in ((None, 'True 0\nFalse\n'),
                              ('1', 'True 1\nFalse\n')):
-      env = {k: v for k, v in os.environ.items()
-             if k != 'GRPC_ENABLE_FORK_SUPPORT'}
+      env = _environment_without_grpc_setting()
       if preset is not None:
         env['GRPC_ENABLE_FORK_SUPPORT'] = preset
       proc = subprocess.run([sys.executable, '-c', script], cwd=ROOT, env=env,
