@@ -14,8 +14,10 @@ from dpftrl_tff.run import loop
 from dpftrl_tff.run import progress
 
 
-# metrics.png is redrawn at a checkpoint at most this often (matplotlib takes
-# about a second; tiny runs checkpoint every round), and always at the end.
+# metrics.png is drawn at a checkpoint once this long has passed since the
+# run (or resumed run) started or last drew it, and always at its end:
+# matplotlib takes about half a CPU-second a figure, and a figure of the
+# first round alone shows nothing.
 PLOT_EVERY_SECONDS = 60.0
 
 
@@ -95,7 +97,8 @@ class RoundRecorder:
         print_fn=None if print_fn is print else print_fn)
     self.last_eval: Dict[str, float] = {}
     self.last_done = start_round
-    self._plotted_at = None   # time.monotonic() of the last metrics.png.
+    # time.monotonic() of the last metrics.png, or of this run's start.
+    self._plotted_at = time.monotonic()
 
   def __call__(self, new_state, result: loop.RoundResult):
     config = self._config
@@ -146,8 +149,7 @@ class RoundRecorder:
 
   def _plot(self, final: bool):
     now = time.monotonic()
-    if (final or self._plotted_at is None or
-        now - self._plotted_at >= PLOT_EVERY_SECONDS):
+    if final or now - self._plotted_at >= PLOT_EVERY_SECONDS:
       self._writer.plot()
       self._plotted_at = now
 

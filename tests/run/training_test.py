@@ -23,6 +23,8 @@ from dpftrl_tff.data import stackoverflow
 from dpftrl_tff.data import synthetic
 from dpftrl_tff.privacy import run_privacy
 from dpftrl_tff.run import learning_process
+from dpftrl_tff.run import round_record
+from dpftrl_tff.run import run_directory
 from dpftrl_tff.run import training
 from dpftrl_tff.tff_compat import worker
 from tests import fixtures
@@ -165,10 +167,26 @@ class TrainingLoopTest(parameterized.TestCase):
   def test_resumed_run_equals_uninterrupted_run(self, aggregator):
     root = tempfile.mkdtemp()
     full = os.path.join(root, 'full')
-    train(tiny_config(aggregator=aggregator), full)
-    killed = os.path.join(root, 'killed')
-    summary = train(tiny_config(aggregator=aggregator), killed,
-                    stop_after_round=2)
+    # metrics.png (a checkpoint every round): at the end, and in between
+    # only once PLOT_EVERY_SECONDS have passed, not at the first round.
+    plotted = []   # The rounds each metrics.png showed.
+    plot = run_directory.MetricsWriter.plot
+
+    def counting_plot(writer):
+      plotted.append(len(writer.rows))
+      plot(writer)
+    with mock.patch.object(run_directory.MetricsWriter, 'plot',
+                           counting_plot):
+      with mock.patch.object(round_record, 'PLOT_EVERY_SECONDS', 1e9):
+        train(tiny_config(aggregator=aggregator), full)
+      self.assertEqual(plotted, [4])
+      del plotted[:]
+      killed = os.path.join(root, 'killed')
+      with mock.patch.object(round_record, 'PLOT_EVERY_SECONDS', 0.0):
+        summary = train(tiny_config(aggregator=aggregator), killed,
+                        stop_after_round=2)
+      self.assertEqual(plotted, [1, 2])
+    self.assertTrue(os.path.isfile(os.path.join(killed, 'metrics.png')))
     self.assertEqual(summary['rounds'], 2)
     final = train(tiny_config(aggregator=aggregator), killed)  # from round 2
     for a, b in zip(_weights(full), _weights(killed)):
