@@ -130,6 +130,11 @@ class TimerSampler(base.Sampler):
     # available at a time of day are one or two contiguous ranges.
     self._order = np.argsort(starts, kind='stable')
     self._window_start = starts[self._order]
+    # _opened_before[m]: the devices whose window starts before minute m of
+    # the day (np.searchsorted of the sorted starts, as a table: a round's
+    # ranges are then Python lookups, not array calls).
+    self._opened_before = np.searchsorted(
+        self._window_start, np.arange(_DAY_MINUTES + 1)).tolist()
     self._window = int(round(settings.availability_hours * 60))
     self._eligible_at = np.zeros(self.num_clients, np.float64)
     self._active = np.zeros(self.num_clients, bool)
@@ -142,7 +147,10 @@ class TimerSampler(base.Sampler):
   def clock_hours(self) -> float:
     return self._clock / 60
 
-  def _eligible(self) -> np.ndarray:
+  def _available_ranges(self):
+    """The device ranges (in window order) available at the clock: one or
+    two, as the window wraps past midnight; draws the day's active devices
+    when the clock enters a new day."""
     day = int(self._clock // _DAY_MINUTES)
     if day != self._day:
       self._active = (self._rng.random(self.num_clients) <
@@ -151,17 +159,27 @@ class TimerSampler(base.Sampler):
     # Available now: window start in (phase - window, phase] (mod a day).
     phase = int(self._clock % _DAY_MINUTES)
     lo, hi = phase - self._window + 1, phase + 1
+    before = self._opened_before
     if self._window >= _DAY_MINUTES:
-      ranges = [(0, self.num_clients)]
+      ranges = ((0, self.num_clients),)
     elif lo >= 0:
-      ranges = [tuple(np.searchsorted(self._window_start, [lo, hi]))]
+      ranges = ((before[lo], before[hi]),)
     else:
-      ranges = [(np.searchsorted(self._window_start, lo + _DAY_MINUTES),
-                 self.num_clients),
-                (0, np.searchsorted(self._window_start, hi))]
-    parts = [a + np.flatnonzero(self._active[a:b] &
-                                (self._eligible_at[a:b] <= self._clock))
-             for a, b in ranges if b > a]
+      ranges = ((before[lo + _DAY_MINUTES], self.num_clients),
+                (0, before[hi]))
+    return [(a, b) for a, b in ranges if b > a]
+
+  def _eligible_in(self, a: int, b: int) -> np.ndarray:
+    """Mask over devices a..b-1 (window order): active, timer run out."""
+    return self._active[a:b] & (self._eligible_at[a:b] <= self._clock)
+
+  def _num_eligible(self) -> int:
+    return sum(int(np.count_nonzero(self._eligible_in(a, b)))
+               for a, b in self._available_ranges())
+
+  def _eligible(self) -> np.ndarray:
+    parts = [a + np.flatnonzero(self._eligible_in(a, b))
+             for a, b in self._available_ranges()]
     return np.concatenate(parts) if parts else np.zeros([0], np.int64)
 
   def sample(self, round_num: int) -> np.ndarray:
@@ -171,18 +189,21 @@ class TimerSampler(base.Sampler):
           f'{round_num}, next is {self._next_round}.')
     settings = self.settings
     started = self._clock
-    eligible = self._eligible()
+    # Waiting steps only count the eligible devices; the round takes its
+    # cohort from those eligible at the clock it runs at.
+    num_eligible = self._num_eligible()
     if settings.shortfall == 'wait':
       limit = started + settings.max_wait_hours * 60
-      while len(eligible) < self.report_goal and self._clock < limit:
+      while num_eligible < self.report_goal and self._clock < limit:
         self._clock += settings.round_minutes
-        eligible = self._eligible()
-    while not len(eligible):   # Even a short round needs one client.
+        num_eligible = self._num_eligible()
+    while not num_eligible:   # Even a short round needs one client.
       if self._clock - started > 7 * _DAY_MINUTES:
         raise ValueError('no client became eligible in a simulated week: '
                          'check the timer model\'s settings.')
       self._clock += settings.round_minutes
-      eligible = self._eligible()
+      num_eligible = self._num_eligible()
+    eligible = self._eligible()
     size = min(self.report_goal, len(eligible))
     chosen = eligible[self._rng.choice(len(eligible), size=size,
                                        replace=False)]

@@ -59,7 +59,9 @@ RUN_START_SECONDS = 20.0
 PRETRAIN_STEP_SECONDS = 0.05
 # Timer-model simulation: seconds per million devices and 1000 rounds
 # (measured 3.2 to 4.2: 27 to 35 s for 4.21M devices, 2000 rounds, timers
-# of 24 to 81 h, on the shared 2-core machine, 2026-11-27).
+# of 24 to 81 h, on the shared 2-core machine, 2026-11-27; about a third
+# less since stop 56's faster timer model). Kept: the budget fixes the
+# simulations' rounds, and a re-run recommendation must make the same runs.
 TIMER_SECONDS_PER_MILLION_KROUNDS = 4.5
 
 

@@ -12,6 +12,7 @@ from tensorflow_privacy.privacy.analysis import tree_aggregation_accountant as t
 from dpftrl_tff import participation
 from dpftrl_tff.privacy import run_privacy
 from dpftrl_tff.run import config as config_lib
+from tests.reference import timer_reference
 
 
 def _brute_force(cohorts):
@@ -91,6 +92,32 @@ class SamplerTest(parameterized.TestCase):
     # guarantees no MinS; the observed one comes from the log.
     self.assertGreaterEqual(log.min_separation, 0)
     self.assertGreater(log.max_participation, 1)
+
+  @parameterized.named_parameters(
+      # Windows that wrap past midnight, waits that cross days, short rounds.
+      ('wait', dict(timer_hours=6, round_minutes=20,
+                    daily_active_fraction=0.7, availability_hours=10)),
+      ('run_short', dict(timer_hours=6, round_minutes=20,
+                         daily_active_fraction=0.7, availability_hours=10,
+                         shortfall='run_short')),
+      ('scarce_devices', dict(timer_hours=30, round_minutes=7,
+                              daily_active_fraction=0.3,
+                              availability_hours=2, window_spread_hours=5,
+                              max_wait_hours=30)),
+      ('always_available', dict(timer_hours=2, round_minutes=10,
+                                availability_hours=24)),
+      ('morning_windows', dict(timer_hours=24, round_minutes=5,
+                               window_start_hour=1, window_spread_hours=0.5,
+                               availability_hours=3)))
+  def test_timer_equals_the_plain_reference(self, overrides):
+    # The sampler's table of ranges and count-only waiting steps give the
+    # cohorts and clock of the model stepped plainly from its definition.
+    settings = participation.TimerSettings(**overrides)
+    sampler = participation.TimerSampler(500, 15, 3, settings)
+    expected, hours = timer_reference.timer_cohorts(500, 15, 3, settings, 400)
+    for t, (cohort, hour) in enumerate(zip(expected, hours)):
+      np.testing.assert_array_equal(sampler.sample(t), cohort, err_msg=t)
+      self.assertEqual(sampler.last_info.simulated_hours, hour)
 
   def test_timer_resumes_with_the_same_cohorts(self):
     settings = participation.TimerSettings(timer_hours=3, round_minutes=30)
