@@ -138,9 +138,11 @@ class PrivacyTest(parameterized.TestCase):
     report = _MECHANISM.privacy(
         _config(noise_multiplier=z, sampling_probability=q,
                 total_rounds=rounds), rounds, 3, 0)
-    # dp_accounting's PLD, composed here with a finer discretization.
+    # dp_accounting's PLD, composed here with a 5 times finer
+    # discretization than the mechanism's 1e-4 (1e-5 gave the same epsilons
+    # to 1e-6 relative, in 57 s against 25 s).
     pld = dp_accounting.pld.PLDAccountant(
-        value_discretization_interval=1e-5)
+        value_discretization_interval=2e-5)
     pld.compose(dp_accounting.PoissonSampledDpEvent(
         q, dp_accounting.GaussianDpEvent(z)), rounds)
     self.assertAlmostEqual(report.epsilon / pld.get_epsilon(1e-10), 1.0,
