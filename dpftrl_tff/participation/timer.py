@@ -147,10 +147,11 @@ class TimerSampler(base.Sampler):
   def clock_hours(self) -> float:
     return self._clock / 60
 
-  def _available_ranges(self):
-    """The device ranges (in window order) available at the clock: one or
-    two, as the window wraps past midnight; draws the day's active devices
-    when the clock enters a new day."""
+  def _eligible_masks(self):
+    """[(a, mask)]: for the one or two ranges of devices (in window order)
+    whose window is open at the clock (two when it wraps past midnight),
+    the first device a and the mask of those active with their timer run
+    out. Draws the day's active devices when the clock enters a new day."""
     day = int(self._clock // _DAY_MINUTES)
     if day != self._day:
       self._active = (self._rng.random(self.num_clients) <
@@ -167,20 +168,8 @@ class TimerSampler(base.Sampler):
     else:
       ranges = ((before[lo + _DAY_MINUTES], self.num_clients),
                 (0, before[hi]))
-    return [(a, b) for a, b in ranges if b > a]
-
-  def _eligible_in(self, a: int, b: int) -> np.ndarray:
-    """Mask over devices a..b-1 (window order): active, timer run out."""
-    return self._active[a:b] & (self._eligible_at[a:b] <= self._clock)
-
-  def _num_eligible(self) -> int:
-    return sum(int(np.count_nonzero(self._eligible_in(a, b)))
-               for a, b in self._available_ranges())
-
-  def _eligible(self) -> np.ndarray:
-    parts = [a + np.flatnonzero(self._eligible_in(a, b))
-             for a, b in self._available_ranges()]
-    return np.concatenate(parts) if parts else np.zeros([0], np.int64)
+    return [(a, self._active[a:b] & (self._eligible_at[a:b] <= self._clock))
+            for a, b in ranges if b > a]
 
   def sample(self, round_num: int) -> np.ndarray:
     if round_num != self._next_round:
@@ -189,21 +178,24 @@ class TimerSampler(base.Sampler):
           f'{round_num}, next is {self._next_round}.')
     settings = self.settings
     started = self._clock
-    # Waiting steps only count the eligible devices; the round takes its
-    # cohort from those eligible at the clock it runs at.
-    num_eligible = self._num_eligible()
+
+    def count(masks):
+      return sum(int(np.count_nonzero(m)) for _, m in masks)
+    # Waiting steps only count the eligible devices; the round lists those
+    # eligible at the clock it runs at.
+    masks = self._eligible_masks()
     if settings.shortfall == 'wait':
       limit = started + settings.max_wait_hours * 60
-      while num_eligible < self.report_goal and self._clock < limit:
+      while count(masks) < self.report_goal and self._clock < limit:
         self._clock += settings.round_minutes
-        num_eligible = self._num_eligible()
-    while not num_eligible:   # Even a short round needs one client.
+        masks = self._eligible_masks()
+    while not count(masks):   # Even a short round needs one client.
       if self._clock - started > 7 * _DAY_MINUTES:
         raise ValueError('no client became eligible in a simulated week: '
                          'check the timer model\'s settings.')
       self._clock += settings.round_minutes
-      num_eligible = self._num_eligible()
-    eligible = self._eligible()
+      masks = self._eligible_masks()
+    eligible = np.concatenate([a + np.flatnonzero(m) for a, m in masks])
     size = min(self.report_goal, len(eligible))
     chosen = eligible[self._rng.choice(len(eligible), size=size,
                                        replace=False)]
