@@ -17,15 +17,66 @@ import tensorflow as tf
 from dpftrl_tff.data import stackoverflow
 
 
+def cross_entropy_rows(targets, logits):
+  """Per row i, logsumexp(z_i) - z_i[y_i], with its gradient in one pass.
+
+  The value is `tf.reduce_logsumexp(z, -1) - z[y]` computed as TensorFlow
+  does it (m the row's maximum, 0 where it is not finite):
+
+      log(sum_j exp(z_j - m)) + m - z_y,
+
+  and the gradient the softmax minus the target's one-hot, from the
+  forward pass's exp(z - m) and sum:
+
+      d loss_i / d z_ij = g_i (exp(z_ij - m_i) / sum_j' exp(z_ij' - m_i)
+                               - [j == y_i]).
+
+  Autodiff of the same expression broadcasts the sum's gradient, fills a
+  zero [n, V'] tensor for the target's gather and adds the two: three more
+  passes over the logits, about 2.4 M values per client step at the
+  paper's size (docs/performance.md, stop 57). Value and gradient equal
+  autodiff's and `sparse_softmax_cross_entropy_with_logits`'s
+  (tests/run/metrics_test.py), for zero rows too.
+
+  Args:
+    targets: int64 [n], ids in [0, V').
+    logits: float [n, V'].
+
+  Returns:
+    float [n].
+  """
+  rows = tf.range(tf.shape(targets, out_type=tf.int64)[0])
+  target_positions = tf.stack([rows, targets], axis=1)
+
+  @tf.custom_gradient
+  def rows_loss(z):
+    row_max = tf.reduce_max(z, axis=-1)
+    row_max = tf.where(tf.math.is_finite(row_max), row_max,
+                       tf.zeros_like(row_max))
+    exp = tf.exp(z - row_max[:, None])
+    total = tf.reduce_sum(exp, axis=-1)
+    value = (tf.math.log(total) + row_max -
+             tf.gather_nd(z, target_positions))
+
+    def gradient(upstream):
+      softmax_part = exp * (upstream / total)[:, None]
+      return tf.tensor_scatter_nd_sub(softmax_part, target_positions,
+                                      upstream)
+
+    return value, gradient
+
+  return rows_loss(logits)
+
+
 @tf.keras.utils.register_keras_serializable(package='dpftrl_tff')
 class MaskedCrossEntropy(tf.keras.losses.Loss):
   """Mean sparse cross-entropy over non-pad targets.
 
-  Per target y with logits z: logsumexp(z) - z_y, the same function as
-  `sparse_softmax_cross_entropy_with_logits` (tests: value and gradient
-  within 1e-5 relative), written so because that kernel is slow on CPU:
-  a paper-size training step alone takes 1.25x less CPU, a TFF DP-FTRL
-  round of 20 real-size clients 4% less (docs/performance.md).
+  Per target y with logits z: logsumexp(z) - z_y (`cross_entropy_rows`),
+  the same function as `sparse_softmax_cross_entropy_with_logits` (tests:
+  value and gradient within 1e-5 relative), written so because that kernel
+  is slow on CPU: a paper-size training step alone takes 1.25x less CPU, a
+  TFF DP-FTRL round of 20 real-size clients 4% less (docs/performance.md).
   """
 
   def __init__(self, name='masked_cross_entropy', **kwargs):
@@ -39,9 +90,7 @@ class MaskedCrossEntropy(tf.keras.losses.Loss):
     # `lm_model.TargetPositionsModel` gives a batch of pad targets only.
     targets = tf.reshape(tf.cast(y_true, tf.int64), [-1])
     logits = tf.reshape(y_pred, [-1, tf.shape(y_pred)[-1]])
-    rows = tf.range(tf.shape(targets, out_type=tf.int64)[0])
-    per_token = (tf.reduce_logsumexp(logits, axis=-1) -
-                 tf.gather_nd(logits, tf.stack([rows, targets], axis=1)))
+    per_token = cross_entropy_rows(targets, logits)
     mask = tf.cast(tf.not_equal(targets, 0), per_token.dtype)
     return tf.math.divide_no_nan(tf.reduce_sum(per_token * mask),
                                  tf.reduce_sum(mask))
@@ -49,6 +98,41 @@ class MaskedCrossEntropy(tf.keras.losses.Loss):
   def __call__(self, y_true, y_pred, sample_weight=None):
     del sample_weight
     return self.call(y_true, y_pred)
+
+
+def top1_correct(y_true, y_pred):
+  """`argmax(y_pred, -1) == y_true` (ties to the lowest id), without an
+  argmax over every row.
+
+  TensorFlow's ArgMax kernel (a reduction over (index, value) pairs) is
+  slow on CPU: 2.3 CPU-ms for 230 rows of 10,004 logits against 0.7 here,
+  4.7% of a paper-size TFF round (docs/performance.md, stop 57). A row's
+  argmax can be its target only if the target's logit is the row's
+  maximum, so only those rows (the right ones and ties, a superset) take
+  the argmax. Equal to the argmax for any logits without NaN
+  (tests/run/metrics_test.py).
+
+  Args:
+    y_true: int ids, any shape S.
+    y_pred: logits, shape S + [V'].
+
+  Returns:
+    bool, shape S.
+  """
+  num_ids = tf.shape(y_pred)[-1]
+  logits = tf.reshape(y_pred, [-1, num_ids])
+  targets = tf.reshape(tf.cast(y_true, tf.int64), [-1])
+  rows = tf.range(tf.shape(targets, out_type=tf.int64)[0])
+  target_logits = tf.gather_nd(logits, tf.stack([rows, targets], axis=1))
+  candidates = tf.where(
+      tf.equal(target_logits, tf.reduce_max(logits, axis=-1)))[:, 0]
+  predicted = tf.argmax(tf.gather(logits, candidates), axis=-1,
+                        output_type=tf.int64)
+  right = tf.scatter_nd(
+      candidates[:, None],
+      tf.cast(tf.equal(predicted, tf.gather(targets, candidates)), tf.int32),
+      tf.shape(targets, out_type=tf.int64))
+  return tf.reshape(tf.cast(right, tf.bool), tf.shape(y_true))
 
 
 @tf.keras.utils.register_keras_serializable(package='dpftrl_tff')
@@ -76,8 +160,7 @@ class InVocabAccuracy(tf.keras.metrics.Mean):
     for token in self._excluded:
       mask = tf.logical_and(mask, tf.not_equal(y_true, token))
     if self.k == 1:
-      predicted = tf.argmax(y_pred, axis=-1, output_type=tf.int64)
-      correct = tf.cast(tf.equal(y_true, predicted), tf.float32)
+      correct = tf.cast(top1_correct(y_true, y_pred), tf.float32)
     else:
       top = tf.cast(tf.math.top_k(y_pred, self.k).indices, tf.int64)
       correct = tf.cast(tf.reduce_any(tf.equal(top, y_true[..., None]),

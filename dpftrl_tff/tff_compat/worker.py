@@ -36,7 +36,16 @@ def _die_with_parent():  # Runs in the forked child, before exec.
 # 5.3 CPU-s (docs/performance.md, 2026-11-27, eighth stop). On a machine
 # with more cores than a worker has clients at once, set
 # TF_NUM_INTRAOP_THREADS in the environment (docs/scaling.md).
-WORKER_ENVIRONMENT = {'TF_NUM_INTRAOP_THREADS': '1'}
+# oneDNN's kernels on: TensorFlow 2.14 turns them on by itself only on CPUs
+# with AVX-512 VNNI, BF16 or AMX; elsewhere its matmuls go through Eigen's
+# contraction (packing compiled without AVX2 or FMA). On an AVX2 EPYC a
+# paper-size round took 15.1 CPU-s with them off, 13.4 on (the client
+# step alone 58 against 47 CPU-ms); the CPU-scale round was unchanged
+# (docs/performance.md, 2026-11-28, stop 57). The binaries' own processes
+# (pretraining, evaluation, the Keras yardstick) keep TensorFlow's choice:
+# at the CPU scale the Keras loop was 8% slower with oneDNN.
+WORKER_ENVIRONMENT = {'TF_NUM_INTRAOP_THREADS': '1',
+                      'TF_ENABLE_ONEDNN_OPTS': '1'}
 
 
 def worker_environment():

@@ -14,7 +14,6 @@ import tensorflow as tf
 
 from dpftrl_tff.data import stackoverflow
 from dpftrl_tff.data import synthetic
-from dpftrl_tff.run import metrics
 from tests import fixtures
 
 
@@ -84,60 +83,6 @@ class PreprocessTest(parameterized.TestCase):
                                    max_elements_per_client=2, num_epochs=3)
     ds = tf.data.Dataset.from_tensor_slices({'tokens': ['a'] * 5})
     self.assertLen(list(pre(ds)), 6)
-
-  def test_in_vocab_accuracy_excludes_pad_oov_eos(self):
-    metric = metrics.InVocabAccuracy(vocab_size=3)
-    y_true = tf.constant([[1, 2, 4, 6, 0]], tf.int64)   # word word OOV EOS pad
-    predicted = tf.constant([[1, 3, 4, 6, 0]], tf.int64)
-    metric.update_state(y_true, tf.one_hot(predicted, 7))
-    self.assertAlmostEqual(float(metric.result()), 0.5)
-
-  def test_top3_in_vocab_accuracy_against_numpy(self):
-    rng = np.random.default_rng(0)
-    vocab_size, num_ids = 20, 24
-    y_true = rng.integers(0, num_ids, size=(6, 9))
-    logits = rng.normal(size=(6, 9, num_ids)).astype(np.float32)
-    metric = metrics.InVocabAccuracy(vocab_size=vocab_size, k=3)
-    self.assertEqual(metric.name, 'in_vocab_top3_accuracy')
-    metric.update_state(tf.constant(y_true), tf.constant(logits))
-    pad, oov, _, eos = stackoverflow.special_ids(vocab_size)
-    keep = ~np.isin(y_true, [pad, oov, eos])
-    top3 = np.argsort(-logits, axis=-1)[..., :3]
-    hit = (top3 == y_true[..., None]).any(axis=-1)
-    self.assertAlmostEqual(float(metric.result()), hit[keep].mean(), places=6)
-    # Top-3 is at least top-1 on the same predictions.
-    top1 = metrics.InVocabAccuracy(vocab_size=vocab_size)
-    top1.update_state(tf.constant(y_true), tf.constant(logits))
-    self.assertLessEqual(float(top1.result()), float(metric.result()))
-
-  def test_masked_cross_entropy_against_numpy_and_the_standard_loss(self):
-    rng = np.random.default_rng(1)
-    y_true = rng.integers(0, 50, size=(4, 7))
-    y_true[0, 3:] = 0   # pad targets do not count
-    logits = (5 * rng.normal(size=(4, 7, 50))).astype(np.float32)
-    shifted = logits.astype(np.float64) - logits.max(-1, keepdims=True)
-    per = (np.log(np.exp(shifted).sum(-1)) -
-           np.take_along_axis(shifted, y_true[..., None], -1)[..., 0])
-    keep = y_true != 0
-    loss_fn = metrics.MaskedCrossEntropy()
-    self.assertAlmostEqual(
-        float(loss_fn(tf.constant(y_true), tf.constant(logits))),
-        per[keep].mean(), delta=1e-5 * per[keep].mean())
-    # Value and gradient equal the standard sparse cross-entropy's.
-    logits_var = tf.Variable(logits)
-    grads = []
-    for fn in (lambda: loss_fn(tf.constant(y_true), logits_var),
-               lambda: tf.math.divide_no_nan(tf.reduce_sum(
-                   tf.keras.losses.sparse_categorical_crossentropy(
-                       y_true, logits_var, from_logits=True) * keep),
-                   float(keep.sum()))):
-      with tf.GradientTape() as tape:
-        value = fn()
-      grads.append((float(value), tape.gradient(value, logits_var).numpy()))
-    (ours, our_grad), (standard, standard_grad) = grads
-    self.assertAlmostEqual(ours, standard, delta=1e-5 * standard)
-    np.testing.assert_allclose(our_grad, standard_grad, rtol=1e-5,
-                               atol=1e-7)
 
   def test_word_count_file(self):
     path = os.path.join(tempfile.mkdtemp(), 'wc')
