@@ -145,8 +145,30 @@ class CrossEntropyRowsTest(parameterized.TestCase):
     plain_value, plain_gradient = self._autodiff(targets, logits, weights)
     value, gradient = self._fused(targets, logits, weights)
     np.testing.assert_allclose(value, plain_value, rtol=1e-6)
-    np.testing.assert_allclose(gradient, plain_gradient, rtol=1e-6)
     self.assertTrue(np.isfinite(value[0]) and np.isfinite(value[3]))
+    # A +inf logit (row 2) makes both gradients' rows not a number there
+    # (autodiff's at the infinite logit, the softmax's everywhere): the
+    # client's update is not finite either way. The other rows are equal.
+    np.testing.assert_allclose(gradient[[0, 1, 3]], plain_gradient[[0, 1, 3]],
+                               rtol=1e-6)
+    self.assertTrue(np.isnan(gradient[2]).any())
+    self.assertTrue(np.isnan(plain_gradient[2]).any())
+
+  def test_losses_around_the_exact_fallback(self):
+    # Target logits k below 99 zeros: losses from about 5 to 125 nats, on
+    # both sides of MIN_SOFTMAX_TARGET (a loss of 69 nats).
+    offsets = np.arange(0.0, 120.0, 1.5)
+    logits = np.zeros((len(offsets), 100), np.float32)
+    logits[:, 7] = -offsets
+    targets = tf.fill([len(offsets)], tf.constant(7, tf.int64))
+    value, gradient = self._fused(targets, logits, tf.ones([len(offsets)]))
+    expected = offsets + np.log(99 + np.exp(-offsets))
+    np.testing.assert_allclose(value, expected, rtol=1e-6)
+    plain_value, plain_gradient = self._autodiff(targets, logits,
+                                                 tf.ones([len(offsets)]))
+    np.testing.assert_allclose(value, plain_value, rtol=1e-6)
+    np.testing.assert_allclose(gradient, plain_gradient, rtol=1e-5,
+                               atol=1e-7)
 
   def test_zero_rows(self):
     targets = tf.zeros([0], tf.int64)
