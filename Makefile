@@ -36,7 +36,7 @@ demo: $(STAMP)
 	$(PY) -m experiments.run_stackoverflow --flagfile=configs/demo.flags $(ARGS)
 
 test: $(STAMP)
-	$(PY) -m pytest tests -q -p no:cacheprovider -n 3 --dist loadscope --durations=15
+	$(PY) -m pytest tests -q -p no:cacheprovider -n 3 --dist loadscope --no-loadscope-reorder --durations=15
 
 # Debian's python3.11 with venv support for .venv (root's apt-get; CI).
 python_install:

@@ -51,7 +51,10 @@ def pytest_sessionfinish(session, exitstatus):
 
 # The classes that take longest go first: pytest-xdist hands out test
 # classes (--dist loadscope) in collection order, so a long class collected
-# last would run alone at the end while the other workers idle. Order by
+# last would run alone at the end while the other workers idle. Only with
+# --no-loadscope-reorder (the Makefile's; tests/makefile_test.py): by
+# default xdist 3.8 sorts the classes by their number of tests, which put
+# README's one-test git class, the longest, among the last. Order by
 # the fresh-clone CI of 2026-11-27 (seconds, 2-core VM, 3 workers): README's
 # git commands with the recommend tool's end-to-end checks 156, remote
 # rounds about 130, the training loop about 120, README's other binaries 65,

@@ -1,5 +1,5 @@
 """The Makefile's choice of interpreter for .venv (Debian's python3.11 if
-usable, else python3)."""
+usable, else python3), and its test command's scheduling."""
 
 import os
 import subprocess
@@ -41,6 +41,19 @@ class InterpreterTest(absltest.TestCase):
   def test_the_command_line_wins(self):
     self.assertEqual(_make_python('PYTHON=/opt/my/python3.11'),
                      '/opt/my/python3.11')
+
+
+class TestCommandTest(absltest.TestCase):
+
+  def test_xdist_keeps_the_slow_first_order(self):
+    # pytest-xdist's --dist loadscope reorders test classes by their number
+    # of tests unless told not to (--loadscope-reorder is its default since
+    # 3.6), which undoes tests/conftest.py's slowest-first order: a class of
+    # one long test then starts last and runs alone at the end.
+    with open(os.path.join(fixtures.ROOT, 'Makefile'), encoding='utf-8') as f:
+      (command,) = [line for line in f if ' -m pytest ' in line]
+    self.assertIn('--dist loadscope', command)
+    self.assertIn('--no-loadscope-reorder', command)
 
 
 if __name__ == '__main__':

@@ -22,6 +22,13 @@ from dpftrl_tff.data import stackoverflow
 MIN_SOFTMAX_TARGET = 1e-30
 
 
+def _target_positions(targets):
+  """[[i, y_i] for each row i]: int64 [n, 2], the gather_nd indices of the
+  targets' logits in [n, V'] rows."""
+  rows = tf.range(tf.shape(targets, out_type=tf.int64)[0])
+  return tf.stack([rows, targets], axis=1)
+
+
 def cross_entropy_rows(targets, logits):
   """Per row i, logsumexp(z_i) - z_i[y_i], with a hand-written gradient.
 
@@ -50,8 +57,7 @@ def cross_entropy_rows(targets, logits):
   Returns:
     float [n].
   """
-  rows = tf.range(tf.shape(targets, out_type=tf.int64)[0])
-  target_positions = tf.stack([rows, targets], axis=1)
+  target_positions = _target_positions(targets)
 
   @tf.custom_gradient
   def rows_loss(z):
@@ -109,12 +115,12 @@ def top1_correct(y_true, y_pred):
   argmax over every row.
 
   TensorFlow's ArgMax kernel (a reduction over (index, value) pairs) is
-  slow on CPU: 2.3 CPU-ms for 230 rows of 10,004 logits against 0.7 here,
-  4.7% of a paper-size TFF round (docs/performance.md, stop 57). A row's
-  argmax can be its target only if the target's logit is the row's
-  maximum, so only those rows (the right ones and ties, a superset) take
-  the argmax. Equal to the argmax for any logits without NaN
-  (tests/run/metrics_test.py).
+  slow on CPU: 3.8 CPU-ms for 230 rows of 10,004 logits against 1.7 here
+  (the whole count of right rows), 4.7% of a paper-size TFF round
+  (docs/performance.md, stop 57). A row's argmax can be its target only if
+  the target's logit is the row's maximum, so only those rows (the right
+  ones and ties, a superset) take the argmax. Equal to the argmax for any
+  logits without NaN (tests/run/metrics_test.py).
 
   Args:
     y_true: int ids, any shape S.
@@ -126,8 +132,7 @@ def top1_correct(y_true, y_pred):
   num_ids = tf.shape(y_pred)[-1]
   logits = tf.reshape(y_pred, [-1, num_ids])
   targets = tf.reshape(tf.cast(y_true, tf.int64), [-1])
-  rows = tf.range(tf.shape(targets, out_type=tf.int64)[0])
-  target_logits = tf.gather_nd(logits, tf.stack([rows, targets], axis=1))
+  target_logits = tf.gather_nd(logits, _target_positions(targets))
   candidates = tf.where(
       tf.equal(target_logits, tf.reduce_max(logits, axis=-1)))[:, 0]
   predicted = tf.argmax(tf.gather(logits, candidates), axis=-1,
