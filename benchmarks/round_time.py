@@ -118,7 +118,7 @@ _FP32_PEAK = flags.DEFINE_float(
     'fp32_peak', 0.0, "This machine's single-core fp32 matmul peak in GFLOP "
     'per CPU-second, the yardstick of the printed share of the peak; 0 '
     'measures it before the cases (`benchmarks.matmul_peak`, one thread, '
-    'in its own process: about 15 s).', lower_bound=0.0)
+    'the better of oneDNN on and off: about 25 s).', lower_bound=0.0)
 _JSON = flags.DEFINE_bool(
     'json', False, 'Also print one line of JSON at the end: {case: '
     '{seconds_per_round, cpu_seconds_per_round, sequences_per_round, '
@@ -465,7 +465,8 @@ def _run_in_subprocess(case, clients, workers=None):
 
 def measure_fp32_peak() -> float:
   """This machine's single-core fp32 matmul peak, GFLOP per CPU-second
-  (`benchmarks.matmul_peak --dtypes=fp32`, in its own process).
+  (`benchmarks.matmul_peak --dtypes=fp32`: the better of oneDNN on and
+  off, each in its own process; TFF's workers run with it on).
 
   Measured, not assumed: the machines this project runs on differ (an
   AVX-512 EPYC gave 251 on 2026-11-27, an AVX2 one 78 on 2026-11-28).
