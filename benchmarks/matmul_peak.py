@@ -11,8 +11,8 @@ its own with oneDNN on and one with it off (TF_ENABLE_ONEDNN_OPTS, read
 when TensorFlow is imported), and the last line per dtype is the better
 of the two: the machine's peak, whichever library reaches it. TensorFlow
 2.14 turns oneDNN on by itself only on AVX-512 VNNI/BF16/AMX CPUs; on an
-AVX2 EPYC (2026-11-28) Eigen's matmul gave 75.6 to 76.6 GFLOP per
-CPU-second and oneDNN's 79.7 to 79.9, and TFF's workers run with oneDNN
+AVX2 EPYC (2026-11-28) Eigen's matmul gave 74.9 to 76.6 GFLOP per
+CPU-second and oneDNN's 79.3 to 84.3, and TFF's workers run with oneDNN
 on (`tff_compat.worker`): a peak read with Eigen alone made the share of
 the peak in `round_time` 4 to 5% too high.
 
