@@ -46,10 +46,11 @@ class InterpreterTest(absltest.TestCase):
 class TestCommandTest(absltest.TestCase):
 
   def test_xdist_keeps_the_slow_first_order(self):
-    # pytest-xdist's --dist loadscope reorders test classes by their number
-    # of tests unless told not to (--loadscope-reorder is its default since
-    # 3.6), which undoes tests/conftest.py's slowest-first order: a class of
-    # one long test then starts last and runs alone at the end.
+    # pytest-xdist's --dist loadscope has sorted test classes by their
+    # number of tests since 3.5.0 (pytest-dev/pytest-xdist#632), unless
+    # --no-loadscope-reorder says not to; the sort undoes
+    # tests/conftest.py's slowest-first order: a class of one long test then
+    # starts among the last and runs alone at the end.
     with open(os.path.join(fixtures.ROOT, 'Makefile'), encoding='utf-8') as f:
       (command,) = [line for line in f if ' -m pytest ' in line]
     self.assertIn('--dist loadscope', command)
