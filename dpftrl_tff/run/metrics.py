@@ -65,7 +65,7 @@ def cross_entropy_rows(targets, logits):
     p_target = tf.gather_nd(p, target_positions)
     inexact = tf.where(tf.logical_not(p_target >= MIN_SOFTMAX_TARGET))
     exact = (tf.reduce_logsumexp(tf.gather_nd(z, inexact), axis=-1) -
-             tf.gather_nd(tf.gather_nd(z, target_positions), inexact))
+             tf.gather_nd(z, tf.gather_nd(target_positions, inexact)))
     value = tf.tensor_scatter_nd_update(-tf.math.log(p_target), inexact,
                                         exact)
 
