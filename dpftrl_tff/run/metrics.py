@@ -29,6 +29,57 @@ def _target_positions(targets):
   return tf.stack([rows, targets], axis=1)
 
 
+# `_subtract_at_targets` writes in place while a [n, V'] tensor has fewer
+# elements than this (InplaceSub's int32 indices), and through a scatter
+# that copies the tensor otherwise.
+MAX_IN_PLACE_ELEMENTS = 2**31 - 1
+
+
+def _subtract_at_targets(scaled, targets, values):
+  """`scaled` [n, V'] with values[i] subtracted at (i, targets[i]).
+
+  `tf.tensor_scatter_nd_sub` does the same, but on CPU it copies its
+  9.2 MB input at the paper's size to change 230 values: the loss and its
+  gradient took 5.9 CPU-ms with it, 4.5 in place, about 3% of a training
+  step (docs/performance.md, stop 59). Here
+  `tf.raw_ops.InplaceSub` changes them in place, on the tensor's flat view
+  [n V', 1] at rows i V' + y_i. That op writes through its input's buffer
+  and does not check its indices, so this function may only be given a
+  tensor nothing else reads (`scaled` is the gradient's own fresh product;
+  grappler knows the op writes its input, `ModifiesInputsInPlace`, and
+  then simplifies to a copying Snapshot rather than an alias), and its
+  indices are in bounds by construction: the targets are clipped to
+  [0, V') (an id out of range already fails the forward pass's
+  `gather_nd`), rows are 0..n-1, and a tensor of `MAX_IN_PLACE_ELEMENTS`
+  or more takes the copying scatter instead (int32 indices).
+
+  Args:
+    scaled: float [n, V'], read by nothing else.
+    targets: int64 [n].
+    values: float [n].
+
+  Returns:
+    float [n, V'].
+  """
+  shape = tf.shape(scaled, out_type=tf.int64)
+  num_ids = shape[1]
+  rows = tf.range(shape[0])
+
+  def in_place():
+    flat_index = rows * num_ids + tf.clip_by_value(targets, 0, num_ids - 1)
+    flat = tf.raw_ops.InplaceSub(x=tf.reshape(scaled, [-1, 1]),
+                                 i=tf.cast(flat_index, tf.int32),
+                                 v=values[:, None])
+    return tf.reshape(flat, shape)
+
+  def copying():
+    return tf.tensor_scatter_nd_sub(scaled, _target_positions(targets),
+                                    values)
+
+  return tf.cond(shape[0] * num_ids < MAX_IN_PLACE_ELEMENTS, in_place,
+                 copying)
+
+
 def cross_entropy_rows(targets, logits):
   """Per row i, logsumexp(z_i) - z_i[y_i], with a hand-written gradient.
 
@@ -46,7 +97,8 @@ def cross_entropy_rows(targets, logits):
   TensorFlow's own exp, which its pip build compiles without AVX2: with
   oneDNN the loss and its gradient take 5.2 CPU-ms against 9.2 for 230
   targets of 10,004 ids, without it 7.2 against 9.1 (docs/performance.md,
-  stop 57). Value and gradient equal autodiff's and
+  stop 57); the one-hot is then subtracted in place
+  (`_subtract_at_targets`). Value and gradient equal autodiff's and
   `sparse_softmax_cross_entropy_with_logits`'s (tests/run/metrics_test.py),
   for zero rows and infinite logits too.
 
@@ -70,8 +122,7 @@ def cross_entropy_rows(targets, logits):
                                         exact)
 
     def gradient(upstream):
-      return tf.tensor_scatter_nd_sub(p * upstream[:, None],
-                                      target_positions, upstream)
+      return _subtract_at_targets(p * upstream[:, None], targets, upstream)
 
     return value, gradient
 

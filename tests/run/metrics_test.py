@@ -170,6 +170,48 @@ class CrossEntropyRowsTest(parameterized.TestCase):
     np.testing.assert_allclose(gradient, plain_gradient, rtol=1e-5,
                                atol=1e-7)
 
+  @parameterized.named_parameters(('in_place', None), ('copying', 1))
+  def test_both_ways_of_subtracting_the_one_hot(self, max_in_place):
+    # The in-place subtraction (InplaceSub on the flat view) and the copying
+    # scatter it falls back to give autodiff's gradient; targets at both
+    # ends of the ids; the logits and the returned loss are left untouched.
+    rng = np.random.default_rng(11)
+    logits = rng.normal(size=(9, 13)).astype(np.float32)
+    targets = tf.constant([0, 12, 5, 0, 12, 3, 3, 7, 1], tf.int64)
+    weights = tf.constant(rng.uniform(0.5, 2.0, size=9), tf.float32)
+    plain_value, plain_gradient = self._autodiff(targets, logits, weights)
+    saved = metrics.MAX_IN_PLACE_ELEMENTS
+    try:
+      if max_in_place is not None:
+        metrics.MAX_IN_PLACE_ELEMENTS = max_in_place
+      for function in (False, True):
+        var = tf.Variable(logits)
+
+        def value_and_gradient(var=var):
+          with tf.GradientTape() as tape:
+            per_row = metrics.cross_entropy_rows(targets, var)
+            total = tf.reduce_sum(per_row * weights)
+          return per_row, tape.gradient(total, var)
+
+        if function:
+          value_and_gradient = tf.function(value_and_gradient)
+        value, gradient = value_and_gradient()
+        np.testing.assert_allclose(value.numpy(), plain_value, rtol=1e-6)
+        np.testing.assert_allclose(gradient.numpy(), plain_gradient,
+                                   rtol=1e-5, atol=1e-7)
+        np.testing.assert_array_equal(var.numpy(), logits)
+    finally:
+      metrics.MAX_IN_PLACE_ELEMENTS = saved
+
+  def test_subtract_at_targets_writes_only_the_targets(self):
+    scaled = tf.constant(np.arange(12, dtype=np.float32).reshape(3, 4))
+    result = metrics._subtract_at_targets(  # pylint: disable=protected-access
+        scaled * 1.0, tf.constant([3, 0, 3], tf.int64),
+        tf.constant([100.0, 200.0, 300.0]))
+    expected = np.arange(12, dtype=np.float32).reshape(3, 4)
+    expected[[0, 1, 2], [3, 0, 3]] -= [100.0, 200.0, 300.0]
+    np.testing.assert_array_equal(result.numpy(), expected)
+
   def test_zero_rows(self):
     targets = tf.zeros([0], tf.int64)
     value, gradient = self._fused(targets, np.zeros((0, 9), np.float32),
