@@ -203,6 +203,23 @@ class CrossEntropyRowsTest(parameterized.TestCase):
     finally:
       metrics.MAX_IN_PLACE_ELEMENTS = saved
 
+  def test_in_place_and_copying_gradients_are_bitwise_equal(self):
+    # The same float subtraction either way: runs and checkpoints made with
+    # the copying scatter continue bit for bit.
+    rng = np.random.default_rng(12)
+    logits = (3 * rng.normal(size=(17, 29))).astype(np.float32)
+    targets = tf.constant(rng.integers(0, 29, size=17), tf.int64)
+    weights = tf.constant(rng.uniform(0.5, 2.0, size=17), tf.float32)
+    in_place = self._fused(targets, logits, weights)
+    saved = metrics.MAX_IN_PLACE_ELEMENTS
+    try:
+      metrics.MAX_IN_PLACE_ELEMENTS = 1
+      copying = self._fused(targets, logits, weights)
+    finally:
+      metrics.MAX_IN_PLACE_ELEMENTS = saved
+    np.testing.assert_array_equal(in_place[0], copying[0])
+    np.testing.assert_array_equal(in_place[1], copying[1])
+
   def test_subtract_at_targets_writes_only_the_targets(self):
     scaled = tf.constant(np.arange(12, dtype=np.float32).reshape(3, 4))
     result = metrics._subtract_at_targets(  # pylint: disable=protected-access
