@@ -80,7 +80,12 @@ class CrossEntropyRowsTest(parameterized.TestCase):
       total = tf.reduce_sum(per_row * weights)
     return per_row.numpy(), tape.gradient(total, var).numpy()
 
-  def _fused(self, targets, logits, weights, function=False):
+  def _fused(self, targets, logits, weights, function=False,
+             max_in_place=None):
+    """`cross_entropy_rows`'s rows and gradient (in a `tf.function` if
+    `function`; the one-hot subtracted by the copying scatter when
+    `max_in_place` is below the rows' size), checking that the logits are
+    left untouched (the in-place subtraction writes through a buffer)."""
     var = tf.Variable(logits)
 
     def value_and_gradient():
@@ -91,7 +96,14 @@ class CrossEntropyRowsTest(parameterized.TestCase):
 
     if function:
       value_and_gradient = tf.function(value_and_gradient)
-    per_row, gradient = value_and_gradient()
+    saved = metrics.MAX_IN_PLACE_ELEMENTS
+    try:
+      if max_in_place is not None:
+        metrics.MAX_IN_PLACE_ELEMENTS = max_in_place
+      per_row, gradient = value_and_gradient()
+    finally:
+      metrics.MAX_IN_PLACE_ELEMENTS = saved
+    np.testing.assert_array_equal(var.numpy(), logits)
     return per_row.numpy(), gradient.numpy()
 
   @parameterized.named_parameters(
@@ -174,34 +186,18 @@ class CrossEntropyRowsTest(parameterized.TestCase):
   def test_both_ways_of_subtracting_the_one_hot(self, max_in_place):
     # The in-place subtraction (InplaceSub on the flat view) and the copying
     # scatter it falls back to give autodiff's gradient; targets at both
-    # ends of the ids; the logits and the returned loss are left untouched.
+    # ends of the ids.
     rng = np.random.default_rng(11)
     logits = rng.normal(size=(9, 13)).astype(np.float32)
     targets = tf.constant([0, 12, 5, 0, 12, 3, 3, 7, 1], tf.int64)
     weights = tf.constant(rng.uniform(0.5, 2.0, size=9), tf.float32)
     plain_value, plain_gradient = self._autodiff(targets, logits, weights)
-    saved = metrics.MAX_IN_PLACE_ELEMENTS
-    try:
-      if max_in_place is not None:
-        metrics.MAX_IN_PLACE_ELEMENTS = max_in_place
-      for function in (False, True):
-        var = tf.Variable(logits)
-
-        def value_and_gradient(var=var):
-          with tf.GradientTape() as tape:
-            per_row = metrics.cross_entropy_rows(targets, var)
-            total = tf.reduce_sum(per_row * weights)
-          return per_row, tape.gradient(total, var)
-
-        if function:
-          value_and_gradient = tf.function(value_and_gradient)
-        value, gradient = value_and_gradient()
-        np.testing.assert_allclose(value.numpy(), plain_value, rtol=1e-6)
-        np.testing.assert_allclose(gradient.numpy(), plain_gradient,
-                                   rtol=1e-5, atol=1e-7)
-        np.testing.assert_array_equal(var.numpy(), logits)
-    finally:
-      metrics.MAX_IN_PLACE_ELEMENTS = saved
+    for function in (False, True):
+      value, gradient = self._fused(targets, logits, weights, function,
+                                    max_in_place)
+      np.testing.assert_allclose(value, plain_value, rtol=1e-6)
+      np.testing.assert_allclose(gradient, plain_gradient, rtol=1e-5,
+                                 atol=1e-7)
 
   def test_in_place_and_copying_gradients_are_bitwise_equal(self):
     # The same float subtraction either way: runs and checkpoints made with
@@ -210,15 +206,12 @@ class CrossEntropyRowsTest(parameterized.TestCase):
     logits = (3 * rng.normal(size=(17, 29))).astype(np.float32)
     targets = tf.constant(rng.integers(0, 29, size=17), tf.int64)
     weights = tf.constant(rng.uniform(0.5, 2.0, size=17), tf.float32)
-    in_place = self._fused(targets, logits, weights)
-    saved = metrics.MAX_IN_PLACE_ELEMENTS
-    try:
-      metrics.MAX_IN_PLACE_ELEMENTS = 1
-      copying = self._fused(targets, logits, weights)
-    finally:
-      metrics.MAX_IN_PLACE_ELEMENTS = saved
-    np.testing.assert_array_equal(in_place[0], copying[0])
-    np.testing.assert_array_equal(in_place[1], copying[1])
+    for function in (False, True):
+      in_place = self._fused(targets, logits, weights, function)
+      copying = self._fused(targets, logits, weights, function,
+                            max_in_place=1)
+      np.testing.assert_array_equal(in_place[0], copying[0])
+      np.testing.assert_array_equal(in_place[1], copying[1])
 
   def test_subtract_at_targets_writes_only_the_targets(self):
     scaled = tf.constant(np.arange(12, dtype=np.float32).reshape(3, 4))
