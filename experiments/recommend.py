@@ -157,9 +157,8 @@ def _summary(result) -> str:
       f'{sim["server_lr"]:g}, {sim["clients_per_round"]} clients a round, '
       f'{sim["rounds"]} rounds: eval in-vocab accuracy '
       f'{pct(sim["eval_accuracy"])} (no noise {pct(sim["no_dp_accuracy"])}, '
-      f'unigram {pct(sim["unigram_accuracy"])}); utility target '
-      f'{pct(result["utility_target"])} '
-      f'{"met" if result["meets_utility_target"] else "NOT met"}',
+      f'unigram {pct(sim["unigram_accuracy"])}): it '
+      f'{report.utility_verdict(result)}',
       f'Launch: report goal {launch["report_goal"]}, z '
       f'{launch["noise_multiplier"]:.4g}, {launch["rounds"]} rounds, timer '
       f'{participation.format_hours(launch["timer_hours"])}, MinS '

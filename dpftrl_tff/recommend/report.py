@@ -61,6 +61,7 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
       # Met in simulation, and the launch keeps the simulated noise per
       # client (a capped report goal adds noise the simulation did not see).
       meets_utility_target=bool(meets_utility and not plan.capped),
+      meets_utility_target_in_simulation=bool(meets_utility),
       launch=dict(
           flagfile=os.path.join(out, LAUNCH_FLAGFILE),
           aggregator=launch_lib.AGGREGATOR,
@@ -208,6 +209,28 @@ def percent(value) -> str:
   return f'{100 * value:.2f}%'
 
 
+def utility_verdict(result: Dict) -> str:
+  """Whether the recommendation meets its utility target, in words.
+
+  Three cases, so that a simulation that met the target is never said to
+  have missed it: met (and the launch keeps the simulated noise per client
+  z / m); met in simulation only, the launch's report goal being capped with
+  more noise per client than was simulated (`meets_utility_target` is then
+  false: the simulation does not show the launch's utility); not met.
+  """
+  target = percent(result['utility_target'])
+  if result['meets_utility_target']:
+    return f'meets the utility target {target}'
+  if result.get('meets_utility_target_in_simulation'):
+    sim, launch = result['simulation'], result['launch']
+    return (f'meets the utility target {target} in simulation, but NOT at '
+            f'the launch\'s noise: its report goal is capped at '
+            f'{launch["report_goal"]} with z / m = '
+            f'{launch["noise_per_client"]:.4g}, more than the simulated '
+            f'{sim["noise_per_client"]:.4g}')
+  return f'does NOT meet the utility target {target}'
+
+
 def launch_duration(launch: Dict) -> str:
   """How long the timer model took for the launch's rounds, and the rounds
   it ran short of the report goal."""
@@ -284,8 +307,6 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
   sim, launch = result['simulation'], result['launch']
   budget = result['budget']
   lines = ['# Recommendation', '']
-  verdict_u = ('meets' if result['meets_utility_target'] else
-               'does NOT meet')
   verdict_p = ('meets' if launch['meets_privacy_target'] else
                'does NOT meet')
   lines += [
@@ -296,7 +317,7 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
       f'{percent(sim["eval_accuracy"])} (top-3 '
       f'{percent(sim["eval_top3_accuracy"])}); no DP {percent(sim["no_dp_accuracy"])}'
       f'; unigram baseline {percent(sim["unigram_accuracy"])}. It '
-      f'{verdict_u} the utility target {percent(result["utility_target"])}.',
+      f'{utility_verdict(result)}.',
       f'- **Launch**: report goal {launch["report_goal"]}, z = '
       f'{launch["noise_multiplier"]:.4g} (z / m = '
       f'{launch["noise_per_client"]:.4g}; simulated '

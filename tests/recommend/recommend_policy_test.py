@@ -229,6 +229,56 @@ class SlowLaunchTest(absltest.TestCase):
                   short)
 
 
+class UtilityVerdictTest(parameterized.TestCase):
+  """A simulation that met the target is never said to have missed it."""
+
+  def _result(self, *, accuracy, capped):
+    ns = types.SimpleNamespace
+    chosen = dict(name='z1', noise_multiplier=0.5, accuracy=accuracy,
+                  top3_accuracy=0.3, flags=['--aggregator=dp_ftrl'])
+    # 20 clients at z 0.5 simulated (z / m 0.025); a capped launch has more.
+    plan = ns(privacy=dict(epsilon=9.5, zcdp=1.0), report_goal=400,
+              noise_multiplier=(20.0 if capped else 10.0), capped=capped,
+              min_separation=5, max_participation=2, timer_hours=24.0,
+              simulated_days=9.0, short_rounds=0, reason='',
+              timer_simulations=[], report_goal_curve=[])
+    return report.build(
+        request=ns(output_dir=tempfile.mkdtemp(), clients_per_round=20,
+                   target_epsilon=10.0, delta=1e-10, population=100000,
+                   launch_rounds=2000, budget_minutes=45.0, quick=False),
+        budget=ns(rounds=100, estimated_seconds=60.0, pretrain_steps=0),
+        search=ns(runs_dir='runs', pretrained_dir=None),
+        lr_rows=[dict(client_lr=0.5, server_lr=1.0, accuracy=0.2,
+                      noise_multiplier=0.5, final_clip_norm=1.0)],
+        best=dict(client_lr=0.5, server_lr=1.0), clip_norm=1.0,
+        no_dp=dict(accuracy=0.2), unigram=0.05,
+        target=ns(value=0.15, rule='the rule'), noise_rows=[chosen],
+        chosen=chosen, meets_utility=accuracy >= 0.15, plan=plan,
+        least_noise_per_client=0.025, clipped_count_stddev=1.0)
+
+  @parameterized.parameters(
+      (0.18, False, True, True, 'meets the utility target 15.00%.'),
+      (0.18, True, False, True,
+       'meets the utility target 15.00% in simulation, but NOT at the '
+       'launch\'s noise: its report goal is capped at 400 with z / m = '
+       '0.05, more than the simulated 0.025.'),
+      (0.12, False, False, False, 'does NOT meet the utility target 15.00%.'),
+      (0.12, True, False, False, 'does NOT meet the utility target 15.00%.'))
+  def test_verdict_in_json_and_markdown(
+      self, accuracy, capped, meets, in_simulation, sentence):
+    result = self._result(accuracy=accuracy,
+                          capped=capped)
+    self.assertIs(result['meets_utility_target'], meets)
+    self.assertIs(result['meets_utility_target_in_simulation'],
+                  in_simulation)
+    self.assertEqual(strict_json.loads(strict_json.dumps(result)), result)
+    markdown = report.markdown(result, dict.fromkeys(
+        ('learning_rates', 'noise', 'launch', 'timer'), 'figure.png'))
+    self.assertIn(f'. It {sentence}', markdown)
+    self.assertEqual(markdown.count('utility target 15.00%'), 1)
+    self.assertEqual(report.utility_verdict(result) + '.', sentence)
+
+
 class LaunchTest(absltest.TestCase):
 
   def test_ideal_participation_is_the_population_cap(self):

@@ -10,6 +10,7 @@ import tempfile
 
 from absl.testing import absltest
 
+from dpftrl_tff.recommend import report
 from tests import fixtures
 
 
@@ -43,6 +44,9 @@ def check_recommendation(test, out, run_again):
   test.assertEqual(launch['simulated_days'], chosen['simulated_days'])
   test.assertEqual(launch['short_rounds'], chosen['short_rounds'])
   test.assertIn('meets_utility_target', result)
+  # Met for the launch only if met in simulation (report.utility_verdict).
+  test.assertLessEqual(result['meets_utility_target'],
+                       result['meets_utility_target_in_simulation'])
   test.assertIn('utility_target', result)
   # The launch keeps at least the simulated noise per client.
   test.assertGreaterEqual(
@@ -56,6 +60,7 @@ def check_recommendation(test, out, run_again):
   with open(os.path.join(out, 'recommendation.md')) as f:
     markdown = f.read()
   for text in ('Privacy of the tuning runs', 'proxy', 'utility target',
+               f'. It {report.utility_verdict(result)}.',
                'Timer (practice 4)', '--quick',
                f'its {launch["rounds"]} rounds take '
                f'{launch["simulated_days"]:.1f} days'):
