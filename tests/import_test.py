@@ -98,8 +98,6 @@ class ImportTest(absltest.TestCase):
         ('reproduce_exposure', '--canary_phrases=0'),
         ('sweep', '--axis=client_lr=1,1'),
         ('noise_sweep', '--noise_multipliers=-1'),
-        # A bad training flag is one line before TensorFlow (4.9 s then).
-        ('run_stackoverflow', '--clip_norm=-1'),
     )
     # plan_launch also keeps freed memory (glibc's allocator settings of the
     # training binaries): its timer model's per-round arrays cost system

@@ -12,6 +12,7 @@ import os
 from typing import Any, List, Optional
 
 from dpftrl_tff import settings
+from dpftrl_tff.data import stackoverflow
 from dpftrl_tff.data import synthetic
 
 
@@ -76,8 +77,6 @@ def synthetic_dir_name(data_settings: DataSettings) -> str:
 def load(data_settings: DataSettings, root_output_dir: str, vocab_size: int,
          print_fn=print) -> StackOverflowData:
   """The splits, vocabulary and data identity the settings select."""
-  # TensorFlow's import only here: a binary refuses a bad flag without it.
-  from dpftrl_tff.data import stackoverflow  # pylint: disable=g-import-not-at-top
   cache_dir = data_settings.cache_dir
   word_counts = data_settings.word_counts_path
   generated = None
