@@ -221,7 +221,7 @@ def utility_verdict(result: Dict) -> str:
   target = percent(result['utility_target'])
   if result['meets_utility_target']:
     return f'meets the utility target {target}'
-  if result.get('meets_utility_target_in_simulation'):
+  if result['meets_utility_target_in_simulation']:
     sim, launch = result['simulation'], result['launch']
     return (f'meets the utility target {target} in simulation, but NOT at '
             f'the launch\'s noise: its report goal is capped at '

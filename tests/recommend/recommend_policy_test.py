@@ -266,8 +266,7 @@ class UtilityVerdictTest(parameterized.TestCase):
       (0.12, True, False, False, 'does NOT meet the utility target 15.00%.'))
   def test_verdict_in_json_and_markdown(
       self, accuracy, capped, meets, in_simulation, sentence):
-    result = self._result(accuracy=accuracy,
-                          capped=capped)
+    result = self._result(accuracy=accuracy, capped=capped)
     self.assertIs(result['meets_utility_target'], meets)
     self.assertIs(result['meets_utility_target_in_simulation'],
                   in_simulation)
