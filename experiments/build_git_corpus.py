@@ -94,7 +94,10 @@ def _describe(stats: dict) -> str:
     lines.append(f'Public text: {public["files"]:,} files, '
                  f'{public["sentences"]:,} sentences, {public["tokens"]:,} '
                  f'tokens (TFDS dpftrl_public_text in '
-                 f'{public["tfds_data_dir"]})')
+                 f'{public["tfds_data_dir"]}); its {public["distinct_words"]:,} '
+                 f'words counted in {public["word_counts_path"]}, a '
+                 f'vocabulary without the clients\' data for '
+                 f'--word_counts_path')
   return '\n'.join(lines)
 
 

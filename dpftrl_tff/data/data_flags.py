@@ -93,7 +93,9 @@ def load(data_settings: DataSettings, root_output_dir: str, vocab_size: int,
   train_data, heldout_data, _ = stackoverflow.load_stackoverflow(cache_dir)
   vocab = stackoverflow.load_vocab(cache_dir, vocab_size, train_data, word_counts)
   if len(vocab) < vocab_size:
-    print_fn(f'Note: the data has only {len(vocab)} distinct words; '
+    source = (f'--word_counts_path={word_counts} has' if word_counts
+              else 'the data has')
+    print_fn(f'Note: {source} only {len(vocab)} distinct words; '
              f'--vocab_size={vocab_size} keeps ids for all of them.')
   description = stackoverflow.describe(
       cache_dir, vocab, num_train_clients=len(train_data.client_ids),

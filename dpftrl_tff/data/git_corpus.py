@@ -45,7 +45,11 @@ markup, code blocks and tables dropped; HTML pages, .html or .htm, as their
 text without tags, scripts or preformatted blocks) and written as
 `public_text.txt`, one tokenized sentence a line, then prepared as the
 project's TFDS dataset `dpftrl_public_text` in `<output_dir>/tfds` for
-`experiments.pretrain --tfds_name=dpftrl_public_text`.
+`experiments.pretrain --tfds_name=dpftrl_public_text`, and its words counted
+in `public.word_count`: with `--word_counts_path` a vocabulary made without
+the clients' data, which the DP guarantee then covers (the default,
+`stackoverflow.word_count`, is counted from the train split's messages, and
+the privacy report says the guarantee does not cover it).
 """
 
 import bz2
@@ -63,7 +67,7 @@ import secrets
 import sqlite3
 import subprocess
 import tempfile
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -75,6 +79,7 @@ from dpftrl_tff.data.git_text import html_text
 from dpftrl_tff.data.git_text import message_sentences
 
 PUBLIC_TEXT_NAME = 'public_text.txt'
+PUBLIC_WORD_COUNTS_NAME = 'public.word_count'
 CORPUS_RECORD_NAME = 'corpus.json'
 SPLIT_MODES = ('random', 'date')
 DOC_EXTENSIONS = ('.txt', '.adoc', '.asciidoc', '.md', '.markdown', '.rst',
@@ -441,12 +446,8 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
     con.commit()
   finally:
     con.close()
-  ranked = sorted(word_counts.items(), key=lambda kv: (-kv[1], kv[0]))
-  counts_path = os.path.join(output_dir, stackoverflow.WORD_COUNTS_NAME)
-  with open(counts_path + '.tmp', 'w', encoding='utf-8') as f:
-    for word, count in ranked:
-      f.write(f'{word} {count}\n')
-  os.replace(counts_path + '.tmp', counts_path)
+  ranked = write_word_counts(
+      os.path.join(output_dir, stackoverflow.WORD_COUNTS_NAME), word_counts)
   os.replace(tmp, path)
   vocab = {w for w, _ in ranked[:vocab_size_for_coverage]}
   coverage = {}
@@ -463,12 +464,27 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
               train_sentences_longer_than=longer)
 
 
+def write_word_counts(path: str, counts: collections.Counter
+                      ) -> List[Tuple[str, int]]:
+  """Writes `word count` lines, most frequent first (ties by word), the
+  format of stackoverflow.word_count; returns them ranked."""
+  ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+  with open(path + '.tmp', 'w', encoding='utf-8') as f:
+    for word, count in ranked:
+      f.write(f'{word} {count}\n')
+  os.replace(path + '.tmp', path)
+  return ranked
+
+
 def write_public_text(output_dir: str, documents: Iterable[Dict[str, str]],
                       min_tokens_per_sentence: int = 3) -> Dict:
-  """public_text.txt: every document's sentences, one a line."""
+  """public_text.txt: every document's sentences, one a line; and
+  public.word_count, their words counted (a vocabulary made without the
+  clients' data, for --word_counts_path)."""
   os.makedirs(output_dir, exist_ok=True)
   path = os.path.join(output_dir, PUBLIC_TEXT_NAME)
   files = sentences = tokens = 0
+  counts: collections.Counter = collections.Counter()
   with open(path + '.tmp', 'w', encoding='utf-8') as f:
     for doc in documents:
       files += 1
@@ -480,6 +496,7 @@ def write_public_text(output_dir: str, documents: Iterable[Dict[str, str]],
         f.write(s + '\n')
         sentences += 1
         tokens += s.count(' ') + 1
+        counts.update(s.split(' '))
   os.replace(path + '.tmp', path)
   # Its TFDS validation split is every VALIDATION_EVERY-th sentence.
   # TensorFlow (and TFDS) only where public text is written.
@@ -492,7 +509,10 @@ def write_public_text(output_dir: str, documents: Iterable[Dict[str, str]],
         f'{least} or more (every {least}th is held out for validation). '
         f'Give more documentation, or none (no --docs_dir or --docs_jsonl) '
         f'to build the corpus without public text.')
-  return dict(files=files, sentences=sentences, tokens=tokens, path=path)
+  counts_path = os.path.join(output_dir, PUBLIC_WORD_COUNTS_NAME)
+  write_word_counts(counts_path, counts)
+  return dict(files=files, sentences=sentences, tokens=tokens, path=path,
+              distinct_words=len(counts), word_counts_path=counts_path)
 
 
 def default_sequence_length() -> int:

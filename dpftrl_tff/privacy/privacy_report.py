@@ -27,6 +27,52 @@ FILE_NAME = 'privacy_report.md'
 # regenerate and remove the noise.
 UNPREDICTABLE_NOISE_KEY = 'privacy_had_noise_been_unpredictable'
 
+# build_git_corpus's word counts of the public text (no client's data):
+# git_corpus.PUBLIC_WORD_COUNTS_NAME, named here without importing the data
+# code (a test ties the two).
+_PUBLIC_WORD_COUNTS = 'public.word_count'
+
+# A planned launch's vocabulary line: what the accounting assumes.
+LAUNCH_VOCABULARY = (
+    'assumed fixed before the launch without the clients\' data (as a '
+    'keyboard\'s vocabulary is). A vocabulary counted from their text would '
+    'reveal which words it holds without DP, outside this guarantee.')
+
+
+def vocabulary_text(data: Optional[Dict[str, Any]]) -> str:
+  """The report's vocabulary line for a run whose hparams.json holds `data`.
+
+  The model's vocabulary (which words have ids) is released with the model.
+  By default it is the most frequent words of the training clients' text:
+  the database directory's stackoverflow.word_count (TFF's StackOverflow,
+  build_git_corpus and the generated data count their train split) or, with
+  no such file, counted from the train split. That is a data access the DP
+  mechanism does not cover, so the report says so; with --word_counts_path
+  the guarantee covers the vocabulary only if the file was made without the
+  clients' data, which this code cannot check.
+  """
+  data = data or {}
+  words = data.get('vocab_words')
+  count = f'{words:,} ' if words is not None else ''
+  public = (f'for example build_git_corpus\'s {_PUBLIC_WORD_COUNTS}, '
+            'counted from the public text')
+  if not data.get('database'):
+    return ('its source was not recorded: the guarantee covers it only if '
+            f'it was fixed without the clients\' data ({public}).')
+  path = data.get('word_counts_path')
+  if path:
+    return (f'the first {count}words of --word_counts_path={path}. The '
+            'guarantee covers the vocabulary only if that file was made '
+            f'without the clients\' data ({public}); a vocabulary counted '
+            'from their text reveals which words it holds without DP.')
+  return (f'the {count}most frequent words of the training clients\' text '
+          '(the database directory\'s stackoverflow.word_count, or the train '
+          'split): which words it holds is released without DP, so this '
+          'guarantee does not cover it. A vocabulary fixed without the '
+          f'clients\' data would be covered ({public}, given as '
+          '--word_counts_path).')
+
+
 # Labels of the "Accounted figures" table, in order: (label, key, format).
 FIGURES = (
     ('rounds T', 'rounds', 'd'),
@@ -99,7 +145,8 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
            kind: str = 'run',
            launch_equivalent: Optional[Dict[str, Any]] = None,
            empirical: Optional[Dict[str, Any]] = None,
-           fixed_noise_seed: Optional[int] = None) -> str:
+           fixed_noise_seed: Optional[int] = None,
+           vocabulary: Optional[str] = None) -> str:
   """The report as Markdown.
 
   Args:
@@ -117,6 +164,9 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
     fixed_noise_seed: the run's --noise_seed, when it fixed the noise: the
       report then states no guarantee and labels `privacy` as what the same
       run with unpredictable noise would have had.
+    vocabulary: where the model's vocabulary came from and whether the
+      guarantee covers it (`vocabulary_text`); None when no vocabulary is
+      released (a mechanism audit). A planned launch states its assumption.
   """
   lines = [f'# Privacy report: {subject}', '']
   if privacy is None:
@@ -133,7 +183,9 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
         'noise seed are for tests and debugging. The figures below are what '
         'the same run would have had with unpredictable noise (the default); '
         'they are not this run\'s guarantee.', '']
-  lines += _setting_lines(kind, released)
+  if vocabulary is None and kind == 'launch':
+    vocabulary = LAUNCH_VOCABULARY
+  lines += _setting_lines(kind, released, vocabulary)
   lines += _mechanism_lines(privacy, clipping)
   lines += _accounting_lines(privacy, participation, kind,
                              fixed_noise_seed is not None)
@@ -155,8 +207,10 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
   return '\n'.join(lines)
 
 
-def _setting_lines(kind: str, released: str) -> List[str]:
+def _setting_lines(kind: str, released: str,
+                   vocabulary: Optional[str]) -> List[str]:
   """Sections 1 and 2: the DP setting and the definition, instantiated."""
+  vocabulary_lines = [f'- Vocabulary: {vocabulary}'] if vocabulary else []
   return [
       'Structure: the paper\'s appendix "Reporting privacy guarantees", '
       'after Ponomareva et al. (2023, Sec. 5.3).', '',
@@ -170,6 +224,7 @@ def _setting_lines(kind: str, released: str) -> List[str]:
       'participation limits). Not covered: hyperparameter tuning, the '
       'choice of a checkpoint by evaluation, repeated runs, and the public '
       'data used for pretraining (not private).',
+      *vocabulary_lines,
       f'- Final mechanism output: {released} The mechanism\'s output is the '
       'whole sequence of noisy aggregates, so every intermediate model is '
       'covered too.',
@@ -359,8 +414,10 @@ def clipping_text(config) -> str:
   return registry.get(config.aggregator).describe_clipping(config)
 
 
-def for_run(summary: Dict[str, Any], config, run_path: str) -> str:
-  """The report of a finished (or stopped) training run."""
+def for_run(summary: Dict[str, Any], config, run_path: str,
+            data: Optional[Dict[str, Any]] = None) -> str:
+  """The report of a finished (or stopped) training run; `data` is its
+  hparams.json's data description (for the vocabulary's line)."""
   hypothetical = summary.get(UNPREDICTABLE_NOISE_KEY)
   privacy = summary.get('privacy') or hypothetical
   return render(
@@ -373,4 +430,5 @@ def for_run(summary: Dict[str, Any], config, run_path: str) -> str:
                 'rounds (each is sent to the next cohort; '
                 'final_weights.npz and checkpoints/ hold the last ones).'),
       launch_equivalent=(privacy or {}).get('launch_equivalent'),
-      empirical=summary.get('empirical_privacy'))
+      empirical=summary.get('empirical_privacy'),
+      vocabulary=vocabulary_text(data))

@@ -499,6 +499,7 @@ def _finish(config, run_dir, run: _Run, state, *, recorder, log, sampler,
   run_dir.write_summary(summary)
   run_directory.write_text_atomic(
       run_dir.file(privacy_report.FILE_NAME),
-      privacy_report.for_run(summary, config, run_dir.path))
+      privacy_report.for_run(summary, config, run_dir.path,
+                             (run_dir.previous_hparams() or {}).get('data')))
   logging.info('Summary: %s', summary)
   return summary

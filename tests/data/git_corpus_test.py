@@ -1,5 +1,6 @@
 """Tests of the git-history corpus (experiments.build_git_corpus)."""
 
+import collections
 import os
 import random
 import sqlite3
@@ -12,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from dpftrl_tff import strict_json
+from dpftrl_tff.data import data_flags
 from dpftrl_tff.data import git_corpus
 from dpftrl_tff.data import git_text
 from dpftrl_tff.data import public_corpus
@@ -453,6 +455,30 @@ class JsonlAndPublicTextTest(absltest.TestCase):
       public = f.read().splitlines()
     self.assertIn('an html page of public prose .', public)
     self.assertNotIn('secret_code', ' '.join(public))
+    # public.word_count: the public text's words counted, most frequent
+    # first, ties by word; a vocabulary file as training reads it.
+    counts = collections.Counter(w for s in public for w in s.split(' '))
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    path = os.path.join(out, git_corpus.PUBLIC_WORD_COUNTS_NAME)
+    with open(path, encoding='utf-8') as f:
+      self.assertEqual(f.read(), ''.join(f'{w} {c}\n' for w, c in ranked))
+    self.assertEqual(stats['public_text']['word_counts_path'], path)
+    self.assertEqual(stats['public_text']['distinct_words'], len(ranked))
+    self.assertEqual(stackoverflow.load_word_counts_file(path, 5),
+                     [w for w, _ in ranked[:5]])
+    # No word of a commit message that the documentation lacks.
+    self.assertNotIn('secret_code', counts)
+    # Training's data loading takes it as its vocabulary and says so.
+    printed = []
+    data = data_flags.load(
+        data_flags.DataSettings(cache_dir=out, word_counts_path=path),
+        tempfile.mkdtemp(), vocab_size=len(ranked) + 5,
+        print_fn=printed.append)
+    self.assertEqual(data.vocab, [w for w, _ in ranked])
+    self.assertEqual(data.description['word_counts_path'], path)
+    self.assertEqual(printed, [
+        f'Note: --word_counts_path={path} has only {len(ranked)} distinct '
+        f'words; --vocab_size={len(ranked) + 5} keeps ids for all of them.'])
     stackoverflow.check_database(out)
     # The public text reads back through the project's TFDS builder,
     # tokenized as the federated data (punctuation kept as tokens).

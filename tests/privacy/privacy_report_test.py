@@ -5,6 +5,7 @@ import math
 from absl.testing import absltest
 
 from dpftrl_tff import accounting
+from dpftrl_tff.data import git_corpus
 from dpftrl_tff.privacy import privacy_report
 
 
@@ -98,6 +99,49 @@ class PrivacyReportTest(absltest.TestCase):
     self.assertIn('caught a noise cut to a quarter in every audit of up to 4 '
                   'rounds', ' '.join(text.split()))
     self.assertIn('is no evidence that the noise is right', text)
+
+
+class VocabularyTest(absltest.TestCase):
+  """The report's vocabulary line: the model's vocabulary is released with
+  it, and the DP mechanism covers it only when it was fixed without the
+  clients' data."""
+
+  def setUp(self):
+    super().setUp()
+    self.privacy = accounting.compute_privacy(
+        rounds=100, noise_multiplier=2.0, min_separation=9,
+        max_participation=5).as_dict()
+
+  def test_counted_from_the_clients_is_not_covered(self):
+    data = dict(source='stackoverflow', database='/d/stackoverflow.sqlite',
+                vocab_words=10000, word_counts_path=None)
+    text = render(self.privacy,
+                  vocabulary=privacy_report.vocabulary_text(data))
+    self.assertIn('- Vocabulary: the 10,000 most frequent words of the '
+                  "training clients' text", text)
+    self.assertIn('this guarantee does not cover it', text)
+    # The way out it names is the file build_git_corpus writes.
+    self.assertIn(git_corpus.PUBLIC_WORD_COUNTS_NAME, text)
+    assert_report_matches(self, text, self.privacy)
+
+  def test_a_given_file_is_covered_only_if_made_without_the_clients(self):
+    data = dict(source='stackoverflow', database='/d/stackoverflow.sqlite',
+                vocab_words=4000, word_counts_path='/c/public.word_count')
+    line = privacy_report.vocabulary_text(data)
+    self.assertIn('the first 4,000 words of --word_counts_path='
+                  '/c/public.word_count', line)
+    self.assertIn('covers the vocabulary only if that file was made without '
+                  "the clients' data", line)
+    self.assertNotIn('does not cover', line)
+
+  def test_unrecorded_source_and_launch_and_audit(self):
+    self.assertIn('its source was not recorded',
+                  privacy_report.vocabulary_text(None))
+    launch = render(self.privacy, kind='launch')
+    self.assertIn('- Vocabulary: ' + privacy_report.LAUNCH_VOCABULARY,
+                  launch)
+    # A mechanism audit releases no vocabulary: no line.
+    self.assertNotIn('Vocabulary', render(self.privacy))
 
 
 if __name__ == '__main__':

@@ -254,6 +254,8 @@ class TrainingLoopTest(parameterized.TestCase):
     report = _privacy_report(full)
     self.assertIn('No differential privacy guarantee', report)
     self.assertNotIn('satisfies', report)
+    # train() without a data description: the vocabulary's source unknown.
+    self.assertIn('- Vocabulary: its source was not recorded', report)
     self.assertIn('Privacy: NONE. --noise_seed=11',
                   console.summary_text(summary))
 
@@ -588,6 +590,12 @@ class BinaryTest(parameterized.TestCase):
     self.assertIn('rho-zCDP', proc.stdout)
     self.assertIn('ETA', proc.stdout)
     self.assertIn('not the real StackOverflow data', proc.stdout)
+    # The binary records its data: the vocabulary, counted from the
+    # training clients' text, is named as outside the guarantee.
+    (run,) = [d for d in os.listdir(root) if d != 'synthetic_stackoverflow'
+              '_min5_clients30']
+    self.assertIn('so this guarantee does not cover it',
+                  _privacy_report(os.path.join(root, run)))
     made = os.path.join(root, 'synthetic_stackoverflow_min5_clients30')
     with open(os.path.join(made, synthetic.PARAMS_NAME)) as f:
       record = strict_json.load_file(f)
