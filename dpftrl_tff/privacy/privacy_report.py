@@ -222,8 +222,9 @@ def _setting_lines(kind: str, released: str,
       f'- Data accesses covered: every training round of this {kind}, for every '
       'well-behaved client (one that follows the algorithm, including its '
       'participation limits). Not covered: hyperparameter tuning, the '
-      'choice of a checkpoint by evaluation, repeated runs, and the public '
-      'data used for pretraining (not private).',
+      'evaluation metrics (computed without noise on held-out clients\' '
+      'data) and the choice of a checkpoint by them, repeated runs, and the '
+      'public data used for pretraining (not private).',
       *vocabulary_lines,
       f'- Final mechanism output: {released} The mechanism\'s output is the '
       'whole sequence of noisy aggregates, so every intermediate model is '
