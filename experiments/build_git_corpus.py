@@ -60,12 +60,22 @@ _SINCE = flags.DEFINE_string('since', None,
                              'Only commits on or after this date (YYYY-MM-DD).')
 _UNTIL = flags.DEFINE_string('until', None,
                              'Only commits before this date (YYYY-MM-DD).')
+_EXCLUDE = flags.DEFINE_string(
+    'exclude_authors_matching', git_corpus.DEFAULT_EXCLUDED_AUTHORS,
+    'Authors whose "name <e-mail>" (git) or author field (JSON lines) '
+    'matches this regular expression (case-insensitive) are left out: by '
+    'default GitHub apps ("dependabot[bot]"), whose templated messages are no '
+    'person\'s text. Empty: keep every author.')
 
 
 def _describe(stats: dict) -> str:
   lines = [f'Authors: {stats["authors"]:,} ({stats["authors_dropped"]:,} '
            f'with fewer than --min_examples_per_client='
            f'{_MIN_EXAMPLES.value} sentences left out)']
+  if stats['authors_excluded']:
+    lines.append(f'Left out before that: {stats["authors_excluded"]:,} '
+                 f'author(s) matching --exclude_authors_matching='
+                 f'{_EXCLUDE.value} ({stats["commits_excluded"]:,} commits)')
   for split, s in stats['splits'].items():
     d = s['sentences_per_client']
     lines.append(
@@ -114,13 +124,14 @@ def run() -> dict:
       heldout_fraction=_HELDOUT.value, test_fraction=_TEST.value,
       min_examples_per_client=_MIN_EXAMPLES.value,
       min_tokens_per_sentence=_MIN_TOKENS.value, since=_SINCE.value,
-      until=_UNTIL.value)
+      until=_UNTIL.value, exclude_authors_matching=_EXCLUDE.value)
   settings.validate()
+  exclude = settings.exclusion()
   if _REPO.value:
-    commits = git_corpus.read_git_log(_REPO.value)
+    commits = git_corpus.read_git_log(_REPO.value, exclude=exclude)
     source = dict(git_repo=_REPO.value)
   else:
-    commits = git_corpus.read_commits_jsonl(_JSONL.value)
+    commits = git_corpus.read_commits_jsonl(_JSONL.value, exclude=exclude)
     source = dict(commits_jsonl=_JSONL.value)
   documents = None
   if _DOCS_DIR.value:

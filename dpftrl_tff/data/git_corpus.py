@@ -93,11 +93,24 @@ class CorpusError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Commit:
-  """One commit as read: the author already replaced by a salted digest."""
+  """One commit as read: the author already replaced by a salted digest;
+  `excluded` when the author's identity, as read, matched the build's
+  exclusion pattern (`BuildSettings.exclude_authors_matching`)."""
   commit: str
   author_key: str
   date: str
   message: str
+  excluded: bool = False
+
+
+# Automated authors: GitHub apps commit as "name[bot]" (dependabot[bot],
+# renovate[bot], github-actions[bot], pre-commit-ci[bot]), in the name and in
+# the e-mail's local part. Their templated messages are no person's text.
+DEFAULT_EXCLUDED_AUTHORS = r'\[bot\]'
+
+
+def _excluded(pattern: Optional[re.Pattern], identity: str) -> bool:
+  return bool(pattern is not None and pattern.search(identity))
 
 
 def commit_time(date: str) -> float:
@@ -166,11 +179,15 @@ def _read_jsonl(path: str, flag: str,
                       f'({type(e).__name__}: {e}).') from None
 
 
-def read_commits_jsonl(path: str, hasher=None) -> Iterator[Commit]:
+def read_commits_jsonl(path: str, hasher=None,
+                       exclude: Optional[re.Pattern] = None
+                       ) -> Iterator[Commit]:
   """Commits of a JSON-lines export (`commit`, `author`, `date`, `message`).
 
   The file may be compressed (.xz, .gz, .bz2). A line that is not such an
-  object raises CorpusError naming the file and line.
+  object raises CorpusError naming the file and line. A commit whose
+  `author` matches `exclude` is marked excluded (an export whose authors
+  are already hashed matches nothing).
   """
   hasher = hasher or _AuthorHasher()
   for number, obj in _read_jsonl(path, 'commits_jsonl',
@@ -183,15 +200,20 @@ def read_commits_jsonl(path: str, hasher=None) -> Iterator[Commit]:
           f'not ISO 8601 (YYYY-MM-DD, optionally THH:MM:SS and a UTC '
           f'offset, as git log --format=%aI prints).') from None
     yield Commit(str(obj.get('commit', number)), hasher(obj['author']),
-                 obj['date'], obj['message'])
+                 obj['date'], obj['message'],
+                 _excluded(exclude, obj['author']))
 
 
 _FIELD, _RECORD = '\x1f', '\x1e'
 _LOG_CHUNK_BYTES = 1 << 20
 
 
-def read_git_log(repo: str, hasher=None) -> Iterator[Commit]:
+def read_git_log(repo: str, hasher=None,
+                 exclude: Optional[re.Pattern] = None) -> Iterator[Commit]:
   """Commits of `git log` in `repo` (merges excluded; .mailmap applied).
+
+  A commit whose author "name <e-mail>" (after .mailmap) matches `exclude`
+  is marked excluded.
 
   Messages are asked for in UTF-8 (`--encoding=UTF-8`): git re-encodes a
   commit recorded in another encoding (its `encoding` header, e.g. Latin-1)
@@ -208,7 +230,7 @@ def read_git_log(repo: str, hasher=None) -> Iterator[Commit]:
     raise CorpusError(f'--git_repo={repo}: cannot run git ({e}).') from None
   if check.returncode:
     raise CorpusError(f'--git_repo={repo}: not a git repository.')
-  fmt = _FIELD.join(['%H', '%aE', '%aI', '%B']) + _RECORD
+  fmt = _FIELD.join(['%H', '%aN', '%aE', '%aI', '%B']) + _RECORD
   # Streamed, a record at a time: a large history's log (the Linux
   # kernel's: over a million commits) is never held whole in memory.
   with tempfile.TemporaryFile() as stderr:
@@ -231,8 +253,9 @@ def read_git_log(repo: str, hasher=None) -> Iterator[Commit]:
         for raw in records:
           record = _decode_record(raw).lstrip('\n')
           if record:
-            commit, email, date, message = record.split(_FIELD, 3)
-            yield Commit(commit, hasher(email), date, message)
+            commit, name, email, date, message = record.split(_FIELD, 4)
+            yield Commit(commit, hasher(email), date, message,
+                         _excluded(exclude, f'{name} <{email}>'))
         if not chunk:
           break
     finally:
@@ -304,6 +327,19 @@ class BuildSettings:
   min_tokens_per_sentence: int = 2
   since: Optional[str] = None
   until: Optional[str] = None
+  exclude_authors_matching: str = DEFAULT_EXCLUDED_AUTHORS
+
+  def exclusion(self) -> Optional[re.Pattern]:
+    """The compiled exclusion pattern (case-insensitive); None if empty."""
+    if not self.exclude_authors_matching:
+      return None
+    try:
+      return re.compile(self.exclude_authors_matching, re.IGNORECASE)
+    except re.error as e:
+      raise CorpusError(
+          f'--exclude_authors_matching={self.exclude_authors_matching!r}: '
+          f'not a regular expression ({e}); give one, or an empty value to '
+          f'keep every author.') from None
 
   def validate(self):
     checks.check_int(self.seed, '--seed', minimum=0)
@@ -322,6 +358,7 @@ class BuildSettings:
       if value is not None and not re.fullmatch(r'\d{4}-\d\d-\d\d.*', value):
         raise CorpusError(f'--{name}={value!r}: expected a date '
                           f'YYYY-MM-DD.')
+    self.exclusion()
 
 
 @dataclasses.dataclass
@@ -331,13 +368,22 @@ class _Author:
   sentences: List[tuple]   # (commit_time, date, tokens)
 
 
-def group_by_author(commits: Iterable[Commit], settings: BuildSettings
+def group_by_author(commits: Iterable[Commit], settings: BuildSettings,
+                    excluded: Optional[Dict[str, int]] = None
                     ) -> Dict[str, _Author]:
-  """Salted author digest -> the author's sentences, in the date range."""
+  """Salted author digest -> the author's sentences, in the date range.
+
+  Commits marked excluded are left out; `excluded`, if given, receives
+  their count per author digest.
+  """
   authors: Dict[str, _Author] = {}
   count = 0
   for c in commits:
     count += 1
+    if c.excluded:
+      if excluded is not None:
+        excluded[c.author_key] = excluded.get(c.author_key, 0) + 1
+      continue
     day = c.date[:10]
     if settings.since and day < settings.since[:10]:
       continue
@@ -532,7 +578,8 @@ def build(output_dir: str, commits: Iterable[Commit],
   no identity). With `documents`, the public text and its TFDS dataset.
   """
   settings.validate()
-  authors = group_by_author(commits, settings)
+  excluded: Dict[str, int] = {}
+  authors = group_by_author(commits, settings, excluded)
   splits = assign_splits(authors, settings)
   # The public text first: documentation too short for it is refused
   # before the database is written.
@@ -541,6 +588,8 @@ def build(output_dir: str, commits: Iterable[Commit],
   stats = write_database(output_dir, splits,
                          sequence_lengths=(default_sequence_length(),))
   stats['authors'] = len(authors)
+  stats['authors_excluded'] = len(excluded)
+  stats['commits_excluded'] = sum(excluded.values())
   stats['authors_dropped'] = len(authors) - sum(
       len(v) for v in splits.values())
   if public is not None:

@@ -287,6 +287,47 @@ class BuildTest(absltest.TestCase):
       self.assertNotIn(dropped, blobs.lower())
     strict_json.load(os.path.join(out, 'corpus.json'))
 
+  def test_github_apps_are_left_out_unless_asked(self):
+    repo = make_repo(num_commits_per_author=1)
+    bot = ('dependabot[bot]',
+           '49699333+dependabot[bot]@users.noreply.github.com')
+    for k in range(10):
+      env = dict(os.environ, GIT_AUTHOR_NAME=bot[0], GIT_AUTHOR_EMAIL=bot[1],
+                 GIT_COMMITTER_NAME='GitHub', GIT_COMMITTER_EMAIL='n@x.org')
+      _git(repo, 'commit', '-q', '--allow-empty', '-m',
+           f'Bump lodash from 4.17.{k} to 4.17.{k + 1}\n\nBumps lodash '
+           'from the old version to the new version.', env=env)
+    commits = list(git_corpus.read_git_log(
+        repo, exclude=git_corpus.BuildSettings().exclusion()))
+    self.assertEqual(sum(c.excluded for c in commits), 10)
+    # The binary leaves them out and says so.
+    out = tempfile.mkdtemp()
+    proc = fixtures.run_module(
+        'experiments.build_git_corpus', f'--git_repo={repo}',
+        f'--output_dir={out}', '--min_examples_per_client=1')
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    self.assertIn('Left out before that: 1 author(s) matching '
+                  '--exclude_authors_matching=\\[bot\\] (10 commits)',
+                  proc.stdout)
+    record = strict_json.load(os.path.join(out, 'corpus.json'))
+    self.assertEqual((record['stats']['authors'],
+                      record['stats']['authors_excluded']), (12, 1))
+    self.assertNotIn('lodash', stackoverflow.load_vocab(out, 10**6))
+    # An empty pattern keeps every author.
+    kept = tempfile.mkdtemp()
+    git_corpus.build(kept, git_corpus.read_git_log(repo),
+                     git_corpus.BuildSettings(min_examples_per_client=1,
+                                              exclude_authors_matching=''))
+    self.assertIn('lodash', stackoverflow.load_vocab(kept, 10**6))
+    # A JSON-lines export's author field is matched the same way.
+    jsonl = fixtures.write_jsonl(
+        os.path.join(tempfile.mkdtemp(), 'c.jsonl'),
+        [dict(author=a, date='2021-01-01', message='Update the lock file')
+         for a in ('renovate[bot]', 'alice@example.org', 'Renovate[BOT] <x>')])
+    self.assertEqual([c.excluded for c in git_corpus.read_commits_jsonl(
+        jsonl, exclude=git_corpus.BuildSettings().exclusion())],
+                     [True, False, True])
+
   def test_the_log_is_read_the_same_in_any_chunk_size(self):
     # Streamed: records cut across chunks join up.
     commits = list(git_corpus.read_git_log(self.repo, hasher=str))
@@ -400,11 +441,15 @@ class BuildTest(absltest.TestCase):
          'has 2 sentence\\(s\\) of at least 3 tokens: public text needs 20'),
         (lambda: settings(heldout_fraction=0.9).validate(),
          '--heldout_fraction'),
-        (lambda: settings(split='time').validate(), '--split')):
+        (lambda: settings(split='time').validate(), '--split'),
+        (lambda: settings(exclude_authors_matching='[bot').validate(),
+         "--exclude_authors_matching='\\[bot': not a regular expression")):
       with self.assertRaisesRegex(ValueError, expected):
         build()
     # The binary turns them into one line (the error, no traceback).
     cases = (([f'--git_repo={not_repo}'], 'not a git repository'),
+             ([f'--git_repo={self.repo}', '--exclude_authors_matching=(bot'],
+              "--exclude_authors_matching='(bot': not a regular"),
              ([], 'exactly one of --git_repo and --commits_jsonl'))
     procs = fixtures.run_module_cases(
         'experiments.build_git_corpus',
