@@ -24,7 +24,9 @@ launch.flags (for privacy_accountant), privacy_report.md, recommendation.md
 and its figures into --output_dir. Every simulation is a run directory under
 <output_dir>/runs: run the same command again after a kill and it continues.
 Flags after `--` go to every simulation (model size, data): `-- --vocab_size=
-8000`. --quick runs a few rounds of a tiny model (tests).
+8000`; the model sizes and --word_counts_path go to the pretraining too
+(`-- --word_counts_path=corpora/git/public.word_count`: a vocabulary without
+the clients' data). --quick runs a few rounds of a tiny model (tests).
 """
 
 

@@ -51,6 +51,9 @@ QUICK_FLAGS = ('--vocab_size=200', '--latent_size=16', '--embedding_size=8',
                '--max_elements_per_client=4', '--client_batch_size=4',
                '--num_eval_examples=100')
 MODEL_FLAG_NAMES = ('vocab_size', 'latent_size', 'embedding_size')
+# Flags of the simulations (after `--`) that pretraining takes as given: its
+# vocabulary must be theirs (a pretrained checkpoint is checked against it).
+PRETRAIN_DATA_FLAG_NAMES = ('word_counts_path',)
 # Seconds a round of 20 clients of 32 sentences takes at the default model
 # on this project's 2-core reference machine (docs/performance.md), and a
 # run's start-up (TensorFlow, the TFF worker, the first round's tracing).
@@ -292,9 +295,11 @@ class Search:
     out = os.path.join(self.runs_dir, 'pretrained')
     values = _flag_values(self.base_flags())
     model = [f'--{name}={int(values[name])}' for name in MODEL_FLAG_NAMES]
+    data = [f for f in self.base_flags()
+            if f.split('=', 1)[0][2:] in PRETRAIN_DATA_FLAG_NAMES]
     command = [sys.executable, '-m', 'experiments.pretrain',
                f'--cache_dir={os.path.abspath(self.request.cache_dir)}',
-               f'--tfds_name={public_corpus.PUBLIC_TEXT_NAME}', *model,
+               f'--tfds_name={public_corpus.PUBLIC_TEXT_NAME}', *model, *data,
                f'--output_dir={out}', f'--steps={self.budget.pretrain_steps}',
                f'--seed={self.request.seed}']
     self.print(f'Practice 1: pretraining {self.budget.pretrain_steps} steps '

@@ -18,6 +18,7 @@ from dpftrl_tff.recommend import launch
 from dpftrl_tff.recommend import pipeline
 from dpftrl_tff.recommend import policy
 from dpftrl_tff.recommend import report
+from dpftrl_tff.recommend import search
 
 
 
@@ -276,6 +277,33 @@ class UtilityVerdictTest(parameterized.TestCase):
     self.assertIn(f'. It {sentence}', markdown)
     self.assertEqual(markdown.count('utility target 15.00%'), 1)
     self.assertEqual(report.utility_verdict(result) + '.', sentence)
+
+
+class PretrainFlagsTest(absltest.TestCase):
+
+  def test_pretraining_gets_the_simulations_vocabulary_flags(self):
+    # `-- --word_counts_path=...` reaches the simulations; pretraining must
+    # use the same vocabulary, or every simulation refuses its checkpoint.
+    request = search.Request(
+        cache_dir='/c', output_dir=tempfile.mkdtemp(), population=10**6,
+        launch_rounds=100, target_epsilon=10.0, delta=1e-10,
+        max_report_goal=6500, clients_per_round=20, budget_minutes=1.0,
+        extra_flags=('--vocab_size=500', '--word_counts_path=/a.count',
+                     '--word_counts_path=/p/public.word_count'))
+    budget = search.Budget(4, [], [], 10, 0.0, 1.0, [])
+    finder = search.Search(request, budget, print_fn=lambda s: None)
+    with mock.patch.object(search.training_runs, 'run_child',
+                           return_value=types.SimpleNamespace(returncode=0)
+                           ) as run_child:
+      finder.pretrain()
+    (command,), _ = run_child.call_args
+    self.assertIn('--vocab_size=500', command)
+    # Both, in order: the last one wins, as in the simulations.
+    self.assertEqual([c for c in command if 'word_counts_path' in c],
+                     ['--word_counts_path=/a.count',
+                      '--word_counts_path=/p/public.word_count'])
+    self.assertIn('--word_counts_path=/p/public.word_count',
+                  finder.base_flags())
 
 
 class LaunchTest(absltest.TestCase):
