@@ -377,10 +377,11 @@ def group_by_author(commits: Iterable[Commit], settings: BuildSettings,
   their count per author digest.
   """
   authors: Dict[str, _Author] = {}
-  count = 0
+  count = left_out = 0
   for c in commits:
     count += 1
     if c.excluded:
+      left_out += 1
       if excluded is not None:
         excluded[c.author_key] = excluded.get(c.author_key, 0) + 1
       continue
@@ -400,6 +401,11 @@ def group_by_author(commits: Iterable[Commit], settings: BuildSettings,
     author.sentences.extend((when, c.date, s) for s in sentences)
   if count == 0:
     raise CorpusError('The history has no commits.')
+  if left_out == count:
+    raise CorpusError(
+        f'All {count} commits are by authors matching '
+        f'--exclude_authors_matching={settings.exclude_authors_matching}: '
+        f'give another pattern, or an empty one to keep every author.')
   return authors
 
 

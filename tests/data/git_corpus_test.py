@@ -3,6 +3,7 @@
 import collections
 import os
 import random
+import re
 import sqlite3
 import subprocess
 import tempfile
@@ -327,6 +328,13 @@ class BuildTest(absltest.TestCase):
     self.assertEqual([c.excluded for c in git_corpus.read_commits_jsonl(
         jsonl, exclude=git_corpus.BuildSettings().exclusion())],
                      [True, False, True])
+    # A history of automated authors only is one clear line.
+    with self.assertRaisesRegex(git_corpus.CorpusError,
+                                r'All 72 commits are by authors matching '
+                                r'--exclude_authors_matching=\.'):
+      git_corpus.build(tempfile.mkdtemp(), git_corpus.read_git_log(
+          self.repo, exclude=re.compile('.')), git_corpus.BuildSettings(
+              exclude_authors_matching='.'))
 
   def test_the_log_is_read_the_same_in_any_chunk_size(self):
     # Streamed: records cut across chunks join up.
