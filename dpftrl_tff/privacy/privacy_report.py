@@ -230,7 +230,12 @@ def _setting_lines(kind: str, released: str,
       'whole sequence of noisy aggregates, so every intermediate model is '
       'covered too.',
       '- Unit of privacy: the device (one client: all of its data, of any '
-      'size). For a user with one device this is user-level DP.',
+      'size). For a user with one device this is user-level DP.'
+      + ('' if kind == 'launch' or vocabulary is None else
+         ' In a simulation the client is the data\'s: a StackOverflow user '
+         'or, in a build_git_corpus corpus, a git author by e-mail after '
+         '.mailmap (one person committing under two e-mails is two '
+         'clients).'),
       '- Adjacency: zero-out (Kairouz et al. 2021): a neighbouring dataset '
       'replaces one client\'s update by the zero vector in every round it '
       'took part in.', '',

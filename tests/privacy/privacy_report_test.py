@@ -141,6 +141,13 @@ class VocabularyTest(absltest.TestCase):
     self.assertIn('its source was not recorded',
                   privacy_report.vocabulary_text(None))
     launch = render(self.privacy, kind='launch')
+    # A simulation's client is its data's; a launch's is a device.
+    self.assertIn('one person committing under two e-mails is two clients',
+                  render(self.privacy, vocabulary=privacy_report.
+                         vocabulary_text(None)))
+    self.assertNotIn('e-mail', launch)
+    # Nor in a mechanism audit (random vectors, no corpus).
+    self.assertNotIn('e-mail', render(self.privacy))
     self.assertIn('- Vocabulary: ' + privacy_report.LAUNCH_VOCABULARY,
                   launch)
     # A mechanism audit releases no vocabulary: no line.
