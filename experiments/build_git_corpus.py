@@ -60,6 +60,12 @@ _SINCE = flags.DEFINE_string('since', None,
                              'Only commits on or after this date (YYYY-MM-DD).')
 _UNTIL = flags.DEFINE_string('until', None,
                              'Only commits before this date (YYYY-MM-DD).')
+_COUNT_BY = flags.DEFINE_enum(
+    'count_words_by', 'tokens', list(git_corpus.WORD_COUNT_MODES),
+    'How stackoverflow.word_count (the vocabulary\'s ranking) counts the '
+    'train split\'s words: tokens, every occurrence; authors, the number of '
+    'train authors who use the word (as TFF\'s StackOverflow word_count '
+    'counts users: one prolific author cannot fill the vocabulary).')
 _EXCLUDE = flags.DEFINE_string(
     'exclude_authors_matching', git_corpus.DEFAULT_EXCLUDED_AUTHORS,
     'Authors whose "name <e-mail>" (git) or author field (JSON lines) '
@@ -124,7 +130,8 @@ def run() -> dict:
       heldout_fraction=_HELDOUT.value, test_fraction=_TEST.value,
       min_examples_per_client=_MIN_EXAMPLES.value,
       min_tokens_per_sentence=_MIN_TOKENS.value, since=_SINCE.value,
-      until=_UNTIL.value, exclude_authors_matching=_EXCLUDE.value)
+      until=_UNTIL.value, exclude_authors_matching=_EXCLUDE.value,
+      count_words_by=_COUNT_BY.value)
   settings.validate()
   exclude = settings.exclusion()
   if _REPO.value:

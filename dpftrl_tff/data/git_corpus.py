@@ -7,7 +7,9 @@ Sec. 2.3). `build` writes `stackoverflow.sqlite` (TFF's exact schema: tables
 `examples(split_name, client_id, serialized_example_proto)` and
 `client_metadata(client_id, split_name, num_examples)`, splits train,
 heldout and test) and `stackoverflow.word_count` (the train split's words,
-most frequent first), so that `tff.simulation.datasets.stackoverflow.
+most frequent first: by occurrences, or with `count_words_by='authors'` by
+the number of authors using each word, as TFF's StackOverflow file counts
+users), so that `tff.simulation.datasets.stackoverflow.
 load_data(cache_dir)` and `run_stackoverflow --cache_dir` read it unchanged.
 
 What a commit message becomes (`message_sentences`):
@@ -82,6 +84,7 @@ PUBLIC_TEXT_NAME = 'public_text.txt'
 PUBLIC_WORD_COUNTS_NAME = 'public.word_count'
 CORPUS_RECORD_NAME = 'corpus.json'
 SPLIT_MODES = ('random', 'date')
+WORD_COUNT_MODES = ('tokens', 'authors')
 DOC_EXTENSIONS = ('.txt', '.adoc', '.asciidoc', '.md', '.markdown', '.rst',
                   '.html', '.htm', '')
 HTML_EXTENSIONS = ('.html', '.htm')
@@ -328,6 +331,7 @@ class BuildSettings:
   since: Optional[str] = None
   until: Optional[str] = None
   exclude_authors_matching: str = DEFAULT_EXCLUDED_AUTHORS
+  count_words_by: str = 'tokens'
 
   def exclusion(self) -> Optional[re.Pattern]:
     """The compiled exclusion pattern (case-insensitive); None if empty."""
@@ -343,6 +347,9 @@ class BuildSettings:
 
   def validate(self):
     checks.check_int(self.seed, '--seed', minimum=0)
+    if self.count_words_by not in WORD_COUNT_MODES:
+      raise CorpusError(f'--count_words_by={self.count_words_by!r}: use one '
+                        f'of {", ".join(WORD_COUNT_MODES)}.')
     if self.split not in SPLIT_MODES:
       raise CorpusError(f'--split={self.split!r}: use one of '
                         f'{", ".join(SPLIT_MODES)}.')
@@ -451,10 +458,15 @@ def _percentiles(sizes: Sequence[int]) -> Dict[str, float]:
 
 def write_database(output_dir: str, splits: Dict[str, List[_Author]],
                    vocab_size_for_coverage: int = 10000,
-                   sequence_lengths: Sequence[int] = ()) -> Dict:
+                   sequence_lengths: Sequence[int] = (),
+                   count_words_by: str = 'tokens') -> Dict:
   """Writes the database and word counts; returns the corpus statistics.
 
-  Among them the share of training sentences longer than each of
+  The word counts are the train split's: every occurrence
+  (`count_words_by='tokens'`) or the number of train authors who use the
+  word (`'authors'`, the definition of TFF's StackOverflow word_count: one
+  prolific author cannot fill the vocabulary with their own words). Among
+  the statistics the share of training sentences longer than each of
   `sequence_lengths` (training keeps a sentence's first words only).
   """
   os.makedirs(output_dir, exist_ok=True)
@@ -466,6 +478,7 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
   con = sqlite3.connect(tmp)
   word_counts: collections.Counter = collections.Counter()
   split_counts: Dict[str, collections.Counter] = {}
+  train_authors_using: collections.Counter = collections.Counter()
   stats: Dict[str, Dict] = {}
   try:
     stackoverflow.create_tables(con)
@@ -479,10 +492,14 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
         rows = [(split, cid, stackoverflow.serialize_example(
             tokens=s, date=date, kind='commit'))
                 for _, date, s in sorted(author.sentences)]
+        used = set()
         for _, _, s in author.sentences:
           words = s.split(' ')
           counter.update(words)
+          used.update(words)
           lengths.append(len(words))
+        if split == 'train':
+          train_authors_using.update(used)
         con.executemany('INSERT INTO examples VALUES (?, ?, ?)', rows)
         con.execute('INSERT INTO client_metadata VALUES (?, ?, ?)',
                     (cid, split, len(rows)))
@@ -493,7 +510,8 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
                           tokens_per_sentence=_percentiles(lengths))
       if split == 'train':
         train_lengths = lengths
-    word_counts = split_counts['train']
+    word_counts = (split_counts['train'] if count_words_by == 'tokens' else
+                   train_authors_using)
     stackoverflow.index_tables(con)
     con.commit()
   finally:
@@ -592,7 +610,8 @@ def build(output_dir: str, commits: Iterable[Commit],
   public = (None if documents is None else
             write_public_text(output_dir, documents))
   stats = write_database(output_dir, splits,
-                         sequence_lengths=(default_sequence_length(),))
+                         sequence_lengths=(default_sequence_length(),),
+                         count_words_by=settings.count_words_by)
   stats['authors'] = len(authors)
   stats['authors_excluded'] = len(excluded)
   stats['commits_excluded'] = sum(excluded.values())

@@ -336,6 +336,30 @@ class BuildTest(absltest.TestCase):
           self.repo, exclude=re.compile('.')), git_corpus.BuildSettings(
               exclude_authors_matching='.'))
 
+  def test_word_counts_by_tokens_or_by_authors(self):
+    for mode in git_corpus.WORD_COUNT_MODES:
+      out = self._build_here(count_words_by=mode)
+      # Brute force from the database: the train split's words per client.
+      with sqlite3.connect(stackoverflow.database_path(out)) as con:
+        rows = con.execute("SELECT client_id, serialized_example_proto FROM "
+                           "examples WHERE split_name = 'train'").fetchall()
+      tokens, authors = collections.Counter(), collections.defaultdict(set)
+      for client, blob in rows:
+        words = tf.train.Example.FromString(blob).features.feature[
+            'tokens'].bytes_list.value[0].decode().split(' ')
+        tokens.update(words)
+        for w in words:
+          authors[w].add(client)
+      expected = (tokens if mode == 'tokens' else
+                  collections.Counter({w: len(c) for w, c in authors.items()}))
+      ranked = sorted(expected.items(), key=lambda kv: (-kv[1], kv[0]))
+      with open(os.path.join(out, stackoverflow.WORD_COUNTS_NAME)) as f:
+        self.assertEqual(f.read(), ''.join(f'{w} {c}\n' for w, c in ranked),
+                         mode)
+    # By authors no count exceeds the train authors.
+    self.assertLessEqual(ranked[0][1], len({c for c, _ in rows}))
+    self.assertGreater(max(tokens.values()), ranked[0][1])
+
   def test_the_log_is_read_the_same_in_any_chunk_size(self):
     # Streamed: records cut across chunks join up.
     commits = list(git_corpus.read_git_log(self.repo, hasher=str))
@@ -450,6 +474,8 @@ class BuildTest(absltest.TestCase):
         (lambda: settings(heldout_fraction=0.9).validate(),
          '--heldout_fraction'),
         (lambda: settings(split='time').validate(), '--split'),
+        (lambda: settings(count_words_by='users').validate(),
+         "--count_words_by='users': use one of tokens, authors"),
         (lambda: settings(exclude_authors_matching='[bot').validate(),
          "--exclude_authors_matching='\\[bot': not a regular expression")):
       with self.assertRaisesRegex(ValueError, expected):
