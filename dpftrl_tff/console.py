@@ -200,6 +200,10 @@ def summary_text(summary: Dict[str, Any]) -> str:
           f'  planned by the participation model (MinS >= '
           f'{planned["guaranteed_min_separation"]}, MaxP <= '
           f'{planned["max_participation"]}): {_rho_epsilon(planned)}')
+    if (summary.get('vocabulary') or {}).get('counted_from_clients'):
+      lines.append('  not covered: the vocabulary, counted from the training '
+                   'clients\' text (privacy_report.md; --word_counts_path '
+                   'for one made without them)')
     launch = privacy.get('launch_equivalent')
     if launch:
       participation = registry.noise_description(

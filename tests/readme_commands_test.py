@@ -142,6 +142,9 @@ class TwoCommandsTest(absltest.TestCase):
     self.assertIn('Final eval in-vocab accuracy', demo)
     self.assertIn('Launch-equivalent privacy (NOT this run', demo)
     self.assertIn('Privacy spent: rho-zCDP', demo)
+    # The guarantee's limit, beside it: the generated clients' vocabulary.
+    self.assertIn('not covered: the vocabulary, counted from the training '
+                  'clients\' text', demo)
 
 
 class GitHistoryCommandsTest(absltest.TestCase):

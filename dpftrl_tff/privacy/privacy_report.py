@@ -73,6 +73,18 @@ def vocabulary_text(data: Optional[Dict[str, Any]]) -> str:
           '--word_counts_path).')
 
 
+def vocabulary_summary(data: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+  """summary.json's `vocabulary`: its size, its word-count file if one was
+  given, and `counted_from_clients` (true: the default, the training
+  clients' word counts, outside the guarantee; null: a given file, or a
+  source not recorded, which this code cannot judge)."""
+  data = data or {}
+  given = data.get('word_counts_path')
+  return dict(words=data.get('vocab_words'), word_counts_path=given,
+              counted_from_clients=(True if data.get('database') and not given
+                                    else None))
+
+
 # Labels of the "Accounted figures" table, in order: (label, key, format).
 FIGURES = (
     ('rounds T', 'rounds', 'd'),

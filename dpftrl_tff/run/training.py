@@ -471,6 +471,7 @@ def _finish(config, run_dir, run: _Run, state, *, recorder, log, sampler,
   process, runner = run.process, run.runner
   weights = process.get_model_weights(runner.materialize(state)).trainable
   run_dir.write_final_weights(weights)
+  data = (run_dir.previous_hparams() or {}).get('data')
   summary = dict(rounds=end_round, total_rounds=config.total_rounds,
                  clients_per_round=config.clients_per_round,
                  final_eval=recorder.last_eval,
@@ -481,6 +482,7 @@ def _finish(config, run_dir, run: _Run, state, *, recorder, log, sampler,
                  **run_privacy.split_by_noise_seed(
                      config, run_privacy.privacy_spent(config, end_round,
                                                        log, sampler)),
+                 vocabulary=privacy_report.vocabulary_summary(data),
                  participation=dict(
                      sampler.describe(),
                      observed_max_participation=log.max_participation,
@@ -499,7 +501,6 @@ def _finish(config, run_dir, run: _Run, state, *, recorder, log, sampler,
   run_dir.write_summary(summary)
   run_directory.write_text_atomic(
       run_dir.file(privacy_report.FILE_NAME),
-      privacy_report.for_run(summary, config, run_dir.path,
-                             (run_dir.previous_hparams() or {}).get('data')))
+      privacy_report.for_run(summary, config, run_dir.path, data))
   logging.info('Summary: %s', summary)
   return summary

@@ -127,6 +127,16 @@ class VocabularyTest(absltest.TestCase):
     self.assertIn(git_corpus.PUBLIC_WORD_COUNTS_NAME, text)
     assert_report_matches(self, text, self.privacy)
 
+  def test_summary_says_true_only_for_the_clients_counts(self):
+    database = dict(database='/d/stackoverflow.sqlite', vocab_words=50)
+    self.assertEqual(privacy_report.vocabulary_summary(
+        dict(database, word_counts_path=None)),
+        dict(words=50, word_counts_path=None, counted_from_clients=True))
+    self.assertIsNone(privacy_report.vocabulary_summary(dict(
+        database, word_counts_path='/p'))['counted_from_clients'])
+    self.assertIsNone(
+        privacy_report.vocabulary_summary(None)['counted_from_clients'])
+
   def test_a_given_file_is_covered_only_if_made_without_the_clients(self):
     data = dict(source='stackoverflow', database='/d/stackoverflow.sqlite',
                 vocab_words=4000, word_counts_path='/c/public.word_count')

@@ -283,6 +283,12 @@ class TrainingLoopTest(parameterized.TestCase):
     self.assertIn('Poisson-subsampled Gaussian', report)
     self.assertIn('rho-zCDP | - |', report)
     self.assertIn('epsilon', console.summary_text(summary))
+    # train() without a data description: whether the vocabulary came from
+    # the clients is unknown, and the console does not guess.
+    self.assertEqual(summary['vocabulary'],
+                     dict(words=None, word_counts_path=None,
+                          counted_from_clients=None))
+    self.assertNotIn('not covered', console.summary_text(summary))
 
   def test_finished_run_is_a_noop_and_total_rounds_cannot_drop(self):
     out = os.path.join(tempfile.mkdtemp(), 'run')
@@ -596,6 +602,11 @@ class BinaryTest(parameterized.TestCase):
               '_min5_clients30']
     self.assertIn('so this guarantee does not cover it',
                   _privacy_report(os.path.join(root, run)))
+    with open(os.path.join(root, run, training.SUMMARY_FILE)) as f:
+      vocabulary = strict_json.load_file(f)['vocabulary']
+    self.assertIs(vocabulary['counted_from_clients'], True)
+    # A fixed noise seed: no guarantee at all, so no "not covered" line.
+    self.assertNotIn('not covered: the vocabulary', proc.stdout)
     made = os.path.join(root, 'synthetic_stackoverflow_min5_clients30')
     with open(os.path.join(made, synthetic.PARAMS_NAME)) as f:
       record = strict_json.load_file(f)
