@@ -34,9 +34,10 @@ _PUBLIC_WORD_COUNTS = 'public.word_count'
 
 # A planned launch's vocabulary line: what the accounting assumes.
 LAUNCH_VOCABULARY = (
-    'assumed fixed before the launch without the clients\' data (as a '
-    'keyboard\'s vocabulary is). A vocabulary counted from their text would '
-    'reveal which words it holds without DP, outside this guarantee.')
+    'assumed fixed before the launch without the clients\' data (for '
+    'example a keyboard\'s existing vocabulary). A vocabulary counted from '
+    'their text would reveal which words it holds without DP, outside this '
+    'guarantee.')
 
 
 def vocabulary_text(data: Optional[Dict[str, Any]]) -> str:
