@@ -384,13 +384,12 @@ def group_by_author(commits: Iterable[Commit], settings: BuildSettings,
   their count per author digest.
   """
   authors: Dict[str, _Author] = {}
-  count = left_out = 0
+  excluded = {} if excluded is None else excluded
+  count = 0
   for c in commits:
     count += 1
     if c.excluded:
-      left_out += 1
-      if excluded is not None:
-        excluded[c.author_key] = excluded.get(c.author_key, 0) + 1
+      excluded[c.author_key] = excluded.get(c.author_key, 0) + 1
       continue
     day = c.date[:10]
     if settings.since and day < settings.since[:10]:
@@ -408,7 +407,7 @@ def group_by_author(commits: Iterable[Commit], settings: BuildSettings,
     author.sentences.extend((when, c.date, s) for s in sentences)
   if count == 0:
     raise CorpusError('The history has no commits.')
-  if left_out == count:
+  if sum(excluded.values()) == count:
     raise CorpusError(
         f'All {count} commits are by authors matching '
         f'--exclude_authors_matching={settings.exclude_authors_matching}: '
@@ -492,14 +491,13 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
         rows = [(split, cid, stackoverflow.serialize_example(
             tokens=s, date=date, kind='commit'))
                 for _, date, s in sorted(author.sentences)]
-        used = set()
         for _, _, s in author.sentences:
           words = s.split(' ')
           counter.update(words)
-          used.update(words)
           lengths.append(len(words))
-        if split == 'train':
-          train_authors_using.update(used)
+        if split == 'train' and count_words_by == 'authors':
+          train_authors_using.update(
+              {w for _, _, s in author.sentences for w in s.split(' ')})
         con.executemany('INSERT INTO examples VALUES (?, ?, ?)', rows)
         con.execute('INSERT INTO client_metadata VALUES (?, ?, ?)',
                     (cid, split, len(rows)))

@@ -40,50 +40,52 @@ LAUNCH_VOCABULARY = (
     'guarantee.')
 
 
-def vocabulary_text(data: Optional[Dict[str, Any]]) -> str:
-  """The report's vocabulary line for a run whose hparams.json holds `data`.
+def vocabulary_summary(data: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+  """summary.json's `vocabulary`, from the run's hparams.json `data`: its
+  size, its word-count file if one was given, and `counted_from_clients`.
 
   The model's vocabulary (which words have ids) is released with the model.
   By default it is the most frequent words of the training clients' text:
   the database directory's stackoverflow.word_count (TFF's StackOverflow,
   build_git_corpus and the generated data count their train split) or, with
-  no such file, counted from the train split. That is a data access the DP
-  mechanism does not cover, so the report says so; with --word_counts_path
-  the guarantee covers the vocabulary only if the file was made without the
-  clients' data, which this code cannot check.
+  no such file, counted from the train split; `counted_from_clients` is then
+  true: a data access the DP mechanism does not cover. It is null for a
+  --word_counts_path file (covered only if made without the clients' data,
+  which this code cannot check) and for a source not recorded.
   """
-  data = data or {}
-  words = data.get('vocab_words')
-  count = f'{words:,} ' if words is not None else ''
-  public = (f'for example build_git_corpus\'s {_PUBLIC_WORD_COUNTS}, '
-            'counted from the public text')
-  if not data.get('database'):
-    return ('its source was not recorded: the guarantee covers it only if '
-            f'it was fixed without the clients\' data ({public}).')
-  path = data.get('word_counts_path')
-  if path:
-    return (f'the first {count}words of --word_counts_path={path}. The '
-            'guarantee covers the vocabulary only if that file was made '
-            f'without the clients\' data ({public}); a vocabulary counted '
-            'from their text reveals which words it holds without DP.')
-  return (f'the {count}most frequent words of the training clients\' text '
-          '(the database directory\'s stackoverflow.word_count, or the train '
-          'split): which words it holds is released without DP, so this '
-          'guarantee does not cover it. A vocabulary fixed without the '
-          f'clients\' data would be covered ({public}, given as '
-          '--word_counts_path).')
-
-
-def vocabulary_summary(data: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-  """summary.json's `vocabulary`: its size, its word-count file if one was
-  given, and `counted_from_clients` (true: the default, the training
-  clients' word counts, outside the guarantee; null: a given file, or a
-  source not recorded, which this code cannot judge)."""
   data = data or {}
   given = data.get('word_counts_path')
   return dict(words=data.get('vocab_words'), word_counts_path=given,
               counted_from_clients=(True if data.get('database') and not given
                                     else None))
+
+
+def vocabulary_line(vocabulary: Dict[str, Any]) -> str:
+  """The report's vocabulary line, from summary.json's `vocabulary`."""
+  words = vocabulary.get('words')
+  count = f'{words:,} ' if words is not None else ''
+  public = (f'for example build_git_corpus\'s {_PUBLIC_WORD_COUNTS}, '
+            'counted from the public text')
+  if vocabulary.get('counted_from_clients'):
+    return (f'the {count}most frequent words of the training clients\' '
+            'text (the database directory\'s stackoverflow.word_count, or '
+            'the train split): which words it holds is released without DP, '
+            'so this guarantee does not cover it. A vocabulary fixed without '
+            f'the clients\' data would be covered ({public}, given as '
+            '--word_counts_path).')
+  path = vocabulary.get('word_counts_path')
+  if path:
+    return (f'the first {count}words of --word_counts_path={path}. The '
+            'guarantee covers the vocabulary only if that file was made '
+            f'without the clients\' data ({public}); a vocabulary counted '
+            'from their text reveals which words it holds without DP.')
+  return ('its source was not recorded: the guarantee covers it only if '
+          f'it was fixed without the clients\' data ({public}).')
+
+
+def vocabulary_text(data: Optional[Dict[str, Any]]) -> str:
+  """The vocabulary line for a run whose hparams.json holds `data`."""
+  return vocabulary_line(vocabulary_summary(data))
 
 
 # Labels of the "Accounted figures" table, in order: (label, key, format).
@@ -178,7 +180,7 @@ def render(privacy: Optional[Dict[str, Any]], *, subject: str,
       report then states no guarantee and labels `privacy` as what the same
       run with unpredictable noise would have had.
     vocabulary: where the model's vocabulary came from and whether the
-      guarantee covers it (`vocabulary_text`); None when no vocabulary is
+      guarantee covers it (`vocabulary_line`); None when no vocabulary is
       released (a mechanism audit). A planned launch states its assumption.
   """
   lines = [f'# Privacy report: {subject}', '']
@@ -433,10 +435,8 @@ def clipping_text(config) -> str:
   return registry.get(config.aggregator).describe_clipping(config)
 
 
-def for_run(summary: Dict[str, Any], config, run_path: str,
-            data: Optional[Dict[str, Any]] = None) -> str:
-  """The report of a finished (or stopped) training run; `data` is its
-  hparams.json's data description (for the vocabulary's line)."""
+def for_run(summary: Dict[str, Any], config, run_path: str) -> str:
+  """The report of a finished (or stopped) training run."""
   hypothetical = summary.get(UNPREDICTABLE_NOISE_KEY)
   privacy = summary.get('privacy') or hypothetical
   return render(
@@ -450,4 +450,4 @@ def for_run(summary: Dict[str, Any], config, run_path: str,
                 'final_weights.npz and checkpoints/ hold the last ones).'),
       launch_equivalent=(privacy or {}).get('launch_equivalent'),
       empirical=summary.get('empirical_privacy'),
-      vocabulary=vocabulary_text(data))
+      vocabulary=vocabulary_line(summary.get('vocabulary') or {}))

@@ -471,7 +471,6 @@ def _finish(config, run_dir, run: _Run, state, *, recorder, log, sampler,
   process, runner = run.process, run.runner
   weights = process.get_model_weights(runner.materialize(state)).trainable
   run_dir.write_final_weights(weights)
-  data = (run_dir.previous_hparams() or {}).get('data')
   summary = dict(rounds=end_round, total_rounds=config.total_rounds,
                  clients_per_round=config.clients_per_round,
                  final_eval=recorder.last_eval,
@@ -482,7 +481,8 @@ def _finish(config, run_dir, run: _Run, state, *, recorder, log, sampler,
                  **run_privacy.split_by_noise_seed(
                      config, run_privacy.privacy_spent(config, end_round,
                                                        log, sampler)),
-                 vocabulary=privacy_report.vocabulary_summary(data),
+                 vocabulary=privacy_report.vocabulary_summary(
+                     (run_dir.previous_hparams() or {}).get('data')),
                  participation=dict(
                      sampler.describe(),
                      observed_max_participation=log.max_participation,
@@ -501,6 +501,6 @@ def _finish(config, run_dir, run: _Run, state, *, recorder, log, sampler,
   run_dir.write_summary(summary)
   run_directory.write_text_atomic(
       run_dir.file(privacy_report.FILE_NAME),
-      privacy_report.for_run(summary, config, run_dir.path, data))
+      privacy_report.for_run(summary, config, run_dir.path))
   logging.info('Summary: %s', summary)
   return summary
