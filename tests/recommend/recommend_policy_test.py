@@ -109,7 +109,7 @@ class CountNoiseTest(parameterized.TestCase):
     return 1.0 / math.sqrt(1.0 / z**2 - 1.0 / (2.0 * sigma_b)**2)
 
   def test_the_papers_default_while_it_costs_the_model_little(self):
-    # The git and SymPy recommendations' z at 20 clients (README).
+    # The git and SymPy recommendations' z at 20 clients (docs/recommend.md).
     for z in (0.0269, 0.1077, 0.6):
       self.assertEqual(policy.clipped_count_stddev(z, 20), 1.0)
       self.assertLessEqual(self._value_noise(z, 1.0), 1.05 * z)
