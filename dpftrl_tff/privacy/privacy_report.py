@@ -83,11 +83,6 @@ def vocabulary_line(vocabulary: Dict[str, Any]) -> str:
           f'it was fixed without the clients\' data ({public}).')
 
 
-def vocabulary_text(data: Optional[Dict[str, Any]]) -> str:
-  """The vocabulary line for a run whose hparams.json holds `data`."""
-  return vocabulary_line(vocabulary_summary(data))
-
-
 # Labels of the "Accounted figures" table, in order: (label, key, format).
 FIGURES = (
     ('rounds T', 'rounds', 'd'),

@@ -104,6 +104,13 @@ class PrivacyReportTest(absltest.TestCase):
     self.assertIn('is no evidence that the noise is right', text)
 
 
+def _vocabulary_text(data):
+  """The report's vocabulary line for a run whose hparams.json holds
+  `data` (as training writes it: through summary.json's `vocabulary`)."""
+  return privacy_report.vocabulary_line(
+      privacy_report.vocabulary_summary(data))
+
+
 class VocabularyTest(absltest.TestCase):
   """The report's vocabulary line: the model's vocabulary is released with
   it, and the DP mechanism covers it only when it was fixed without the
@@ -119,7 +126,7 @@ class VocabularyTest(absltest.TestCase):
     data = dict(source='stackoverflow', database='/d/stackoverflow.sqlite',
                 vocab_words=10000, word_counts_path=None)
     text = render(self.privacy,
-                  vocabulary=privacy_report.vocabulary_text(data))
+                  vocabulary=_vocabulary_text(data))
     self.assertIn('- Vocabulary: the 10,000 most frequent words of the '
                   "training clients' text", text)
     self.assertIn('this guarantee does not cover it', text)
@@ -140,7 +147,7 @@ class VocabularyTest(absltest.TestCase):
   def test_a_given_file_is_covered_only_if_made_without_the_clients(self):
     data = dict(source='stackoverflow', database='/d/stackoverflow.sqlite',
                 vocab_words=4000, word_counts_path='/c/public.word_count')
-    line = privacy_report.vocabulary_text(data)
+    line = _vocabulary_text(data)
     self.assertIn('the first 4,000 words of --word_counts_path='
                   '/c/public.word_count', line)
     self.assertIn('covers the vocabulary only if that file was made without '
@@ -149,12 +156,11 @@ class VocabularyTest(absltest.TestCase):
 
   def test_unrecorded_source_and_launch_and_audit(self):
     self.assertIn('its source was not recorded',
-                  privacy_report.vocabulary_text(None))
+                  _vocabulary_text(None))
     launch = render(self.privacy, kind='launch')
     # A simulation's client is its data's; a launch's is a device.
     self.assertIn('one person committing under two e-mails is two clients',
-                  render(self.privacy, vocabulary=privacy_report.
-                         vocabulary_text(None)))
+                  render(self.privacy, vocabulary=_vocabulary_text(None)))
     self.assertNotIn('e-mail', launch)
     # Nor in a mechanism audit (random vectors, no corpus).
     self.assertNotIn('e-mail', render(self.privacy))
