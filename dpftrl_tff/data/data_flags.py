@@ -12,7 +12,6 @@ import os
 from typing import Any, List, Optional
 
 from dpftrl_tff import settings
-from dpftrl_tff.data import stackoverflow
 from dpftrl_tff.data import synthetic
 
 
@@ -77,6 +76,9 @@ def synthetic_dir_name(data_settings: DataSettings) -> str:
 def load(data_settings: DataSettings, root_output_dir: str, vocab_size: int,
          print_fn=print) -> StackOverflowData:
   """The splits, vocabulary and data identity the settings select."""
+  # TensorFlow's import here, not at the binary's: a bad flag is refused
+  # before it loads.
+  from dpftrl_tff.data import stackoverflow  # pylint: disable=g-import-not-at-top
   cache_dir = data_settings.cache_dir
   word_counts = data_settings.word_counts_path
   generated = None
