@@ -83,17 +83,17 @@ flags.adopt_module_key_flags(config_lib)
 
 
 def run() -> dict:
-  config = dataclasses.replace(
-      config_lib.from_flags(_MODEL), seed=_SEED.value,
-      eval_sentences_per_author=_EVAL_PER_AUTHOR.value)  # Validated when made.
-  # TensorFlow loads only now: a flag absl or the model's settings refuse is
-  # one line in under a second.
+  # TFF and the rest after the flags are read (TensorFlow itself loads with
+  # the data flags, before absl's app.run: see data_flags.py).
   # pylint: disable=g-import-not-at-top
   from dpftrl_tff.data import stackoverflow
   from dpftrl_tff import pretraining
   from dpftrl_tff.data import public_corpus
   from dpftrl_tff.run import learning_process
   # pylint: enable=g-import-not-at-top
+  config = dataclasses.replace(
+      config_lib.from_flags(_MODEL), seed=_SEED.value,
+      eval_sentences_per_author=_EVAL_PER_AUTHOR.value)  # Validated when made.
   # Validated here, before any data is generated or read.
   pretrain_config = pretraining.PretrainConfig(
       steps=_STEPS.value, batch_size=_BATCH.value,

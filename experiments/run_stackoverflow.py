@@ -55,9 +55,8 @@ def run() -> dict:
   print(f'Training {config.aggregator} on {len(train_data.client_ids)} '
         f'clients, {config.clients_per_round} per round, '
         f'{config.total_rounds} rounds; output in {output_dir}')
-  # TFF and the training loop load only now, TensorFlow with the data
-  # above: a flag absl or TrainConfig refuses is one line in under a
-  # second (tests/import_test.py).
+  # TFF and the rest after the flags are read (TensorFlow itself loads with
+  # the data flags, before absl's app.run: see data_flags.py).
   from dpftrl_tff import tff_compat  # pylint: disable=g-import-not-at-top
   from dpftrl_tff.run import training  # pylint: disable=g-import-not-at-top
   tff_compat.install()

@@ -39,10 +39,28 @@ def generated_cache(num_train_clients: int, num_words: int,
   return cache
 
 
+# What importing TensorFlow sets in os.environ (TF2_BEHAVIOR in its
+# __init__.py, the others in its libraries). A binary started by a test
+# process that imported TensorFlow inherits them, unlike one a user starts
+# from a shell: on 2026-11-29 TF2_BEHAVIOR=1 hid a training binary that failed
+# in every shell (docs/performance.md, stop 63).
+TENSORFLOW_SET_ENVIRONMENT = ('TF2_BEHAVIOR', 'TPU_ML_PLATFORM',
+                              'KMP_DUPLICATE_LIB_OK', 'KMP_INIT_AT_FORK')
+
+
+def binary_environment(**extra: str) -> dict:
+  """The environment of a binary a test starts: this process's without what
+  TensorFlow's import set in it, C++ logs at warnings, plus `extra`."""
+  env = {k: v for k, v in os.environ.items()
+         if k not in TENSORFLOW_SET_ENVIRONMENT}
+  env.update(TF_CPP_MIN_LOG_LEVEL='2', **extra)
+  return env
+
+
 def run_module(module: str, *args: str,
                timeout: float = 300) -> subprocess.CompletedProcess:
   """Runs `python -m module args` from the checkout root, captured."""
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  env = binary_environment()
   return subprocess.run([sys.executable, '-m', module, *args], cwd=ROOT,
                         env=env, capture_output=True, text=True,
                         timeout=timeout)
@@ -69,7 +87,7 @@ def run_module_cases(module: str, cases, timeout: float = 300):
   cases. Returns a CompletedProcess-like result per case (returncode,
   stdout, stderr).
   """
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  env = binary_environment()
   proc = subprocess.run([sys.executable, '-m', 'tests.fixtures', module],
                         input=json.dumps([list(c) for c in cases]), cwd=ROOT,
                         env=env, capture_output=True, text=True,

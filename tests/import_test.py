@@ -45,23 +45,6 @@ print(active, executor_factory.subprocess.Popen is worker._WorkerPopen,
 """
 
 
-def _run_reporting_tensorflow(case):
-  """Runs experiments.<case[0]> with flags case[1:]; its stderr ends with
-  whether TensorFlow was imported ("LOADED True/False") and the allocator
-  setting MALLOC_MMAP_MAX_ it ran with."""
-  script = ('import atexit, os, runpy, sys\n'
-            'atexit.register(lambda: print("LOADED", "tensorflow" in '
-            'sys.modules, "MMAP_MAX", os.environ.get("MALLOC_MMAP_MAX_"), '
-            'file=sys.stderr))\n'
-            'sys.argv = sys.argv[1:]\n'
-            'runpy.run_module("experiments." + sys.argv[0], '
-            'run_name="__main__")\n')
-  env = {k: v for k, v in os.environ.items() if not k.startswith('MALLOC_')}
-  return subprocess.run([sys.executable, '-c', script, *case],
-                        cwd=fixtures.ROOT, env=env, capture_output=True,
-                        text=True, timeout=120)
-
-
 class ImportTest(absltest.TestCase):
 
   def test_import_is_inert_and_install_is_explicit(self):
@@ -119,31 +102,23 @@ class ImportTest(absltest.TestCase):
     # plan_launch also keeps freed memory (glibc's allocator settings of the
     # training binaries): its timer model's per-round arrays cost system
     # time when mapped afresh.
+    script = ('import atexit, os, runpy, sys\n'
+              'atexit.register(lambda: print("LOADED", "tensorflow" in '
+              'sys.modules, "MMAP_MAX", os.environ.get("MALLOC_MMAP_MAX_"), '
+              'file=sys.stderr))\n'
+              'sys.argv = sys.argv[1:]\n'
+              'runpy.run_module("experiments." + sys.argv[0], '
+              'run_name="__main__")\n')
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith('MALLOC_')}
     for case in cases:
-      proc = _run_reporting_tensorflow(case)
+      proc = subprocess.run([sys.executable, '-c', script, *case],
+                            cwd=fixtures.ROOT, env=env, capture_output=True,
+                            text=True, timeout=120)
       self.assertIn('LOADED False', proc.stderr,
                     f'{case}: {fixtures.stderr_tail(proc.stderr)}')
       if case[0] == 'plan_launch':
         self.assertIn('MMAP_MAX 0', proc.stderr)
-
-  def test_a_refused_training_flag_does_not_load_tensorflow(self):
-    # The training binaries read their flags and validate the model's
-    # settings before TensorFlow (about 6 CPU-s) loads: one line in under a
-    # second. Until 2026-11-29 the data flags' module imported it.
-    cases = (
-        (('run_stackoverflow', '--noise_multiplier=-1'),
-         'error: --noise_multiplier must be >= 0'),
-        (('run_stackoverflow', '--total_rounds=x'),
-         'flag --total_rounds=x'),                    # absl's own refusal
-        (('pretrain', '--vocab_size=0'), 'error: --vocab_size'),
-    )
-    for case, expected in cases:
-      proc = _run_reporting_tensorflow(case)
-      self.assertNotEqual(proc.returncode, 0, case)
-      self.assertIn(expected, proc.stderr, case)
-      self.assertNotIn('Traceback', proc.stderr, case)
-      self.assertIn('LOADED False', proc.stderr,
-                    f'{case}: {fixtures.stderr_tail(proc.stderr)}')
 
   def test_no_binary_or_library_module_imports_a_binary(self):
     # Binaries are thin (flags to library calls): the library and the other

@@ -101,7 +101,7 @@ def _run_block(test, index):
   """Runs README's sh block `index` as written (plus `_SHORTER`), in a
   scratch checkout; returns ({command: stdout}, the scratch directory)."""
   work, home = _scratch()
-  env = dict(os.environ, HOME=home, TF_CPP_MIN_LOG_LEVEL='2')
+  env = fixtures.binary_environment(HOME=home)
   outputs = {}
   for command in readme_blocks()[index]:
     extra, reason = _rule(command)
@@ -161,7 +161,7 @@ class GitHistoryCommandsTest(absltest.TestCase):
         self, os.path.join(work, 'runs', 'git_recommend'),
         lambda: subprocess.run(
             ['bash', '-c', f'{recommend} {extra}'], cwd=work,
-            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
+            env=fixtures.binary_environment(),
             capture_output=True, text=True, timeout=600))
 
 

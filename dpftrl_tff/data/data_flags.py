@@ -12,6 +12,13 @@ import os
 from typing import Any, List, Optional
 
 from dpftrl_tff import settings
+# TensorFlow (with `stackoverflow`) loads here, when a training binary is
+# imported, before absl's app.run: imported after it, TensorFlow 2.14 runs
+# an absl after-init callback mid-import (distribute/combinations.py lists
+# the devices) and Keras's RNN layer then fails to build ("'SymbolicTensor'
+# object cannot be interpreted as an integer") unless TF2_BEHAVIOR=1 is
+# in the environment (docs/performance.md, stop 63; tests/import_test.py).
+from dpftrl_tff.data import stackoverflow
 from dpftrl_tff.data import synthetic
 
 
@@ -76,9 +83,6 @@ def synthetic_dir_name(data_settings: DataSettings) -> str:
 def load(data_settings: DataSettings, root_output_dir: str, vocab_size: int,
          print_fn=print) -> StackOverflowData:
   """The splits, vocabulary and data identity the settings select."""
-  # TensorFlow's import here, not at the binary's: a bad flag is refused
-  # before it loads.
-  from dpftrl_tff.data import stackoverflow  # pylint: disable=g-import-not-at-top
   cache_dir = data_settings.cache_dir
   word_counts = data_settings.word_counts_path
   generated = None

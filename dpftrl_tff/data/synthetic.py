@@ -37,10 +37,7 @@ import numpy as np
 
 from dpftrl_tff import checks
 from dpftrl_tff import strict_json
-
-# `stackoverflow` (TensorFlow's import) is imported where it is used: the
-# binaries read these constants for their flags' help, and a bad flag is
-# refused before TensorFlow loads.
+from dpftrl_tff.data import stackoverflow
 
 # The real StackOverflow train split: users with fewer than 100 sentences
 # were removed (tff.simulation.datasets.stackoverflow.load_data's docs).
@@ -156,7 +153,6 @@ def generate(cache_dir: str, *, num_train_clients: int = 3000,
   Returns:
     Number of sentences per split.
   """
-  from dpftrl_tff.data import stackoverflow  # pylint: disable=g-import-not-at-top
   checks.check_int(num_train_clients, 'num_train_clients', minimum=1)
   checks.check_int(min_sentences_per_client, 'min_sentences_per_client',
                    minimum=1)
@@ -240,7 +236,6 @@ def _client_rows(lang, rng, client, n: int, split: str, cid: str,
                  train_ids: Optional[List[np.ndarray]]):
   """The (split, client id, serialized example) rows of one client's n
   sentences; a train sentence's word ids are appended to `train_ids`."""
-  from dpftrl_tff.data import stackoverflow  # pylint: disable=g-import-not-at-top
   rows = []
   for k in range(n):
     ids = lang.sentence(rng, client)
@@ -260,7 +255,6 @@ def _client_rows(lang, rng, client, n: int, split: str, cid: str,
 
 def _write_word_counts(cache_dir: str, words, word_counts: np.ndarray):
   """The word counts file, most frequent first (ties in word order)."""
-  from dpftrl_tff.data import stackoverflow  # pylint: disable=g-import-not-at-top
   order = np.argsort(-word_counts, kind='stable')
   counts_path = os.path.join(cache_dir, stackoverflow.WORD_COUNTS_NAME)
   with open(counts_path + _TMP_SUFFIX, 'w', encoding='utf-8') as f:
@@ -290,7 +284,6 @@ def ensure_generated(cache_dir: str, *, seed: int = 0,
   ValueError, so that a changed setting never silently reuses the old data.
   Returns the generation settings (generation.json).
   """
-  from dpftrl_tff.data import stackoverflow  # pylint: disable=g-import-not-at-top
   record = os.path.join(cache_dir, PARAMS_NAME)
   if not os.path.isfile(stackoverflow.database_path(cache_dir)):
     generate(cache_dir, seed=seed, **kwargs)

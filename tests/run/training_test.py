@@ -621,7 +621,7 @@ class BinaryTest(parameterized.TestCase):
       ('sigkill', signal.SIGKILL))
   def test_killed_binary_leaves_no_worker(self, signum):
     before = set(runtime.worker_pids())
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+    env = fixtures.binary_environment()
     for name in worker.WORKER_ENVIRONMENT:   # Set for the worker alone.
       env.pop(name, None)
     for name in runtime.GRPC_ENVIRONMENT:   # The binary must set it.
