@@ -123,6 +123,10 @@ def check_name(value: Any, name: str) -> str:
 # need thousands), and the accounting squares z, which overflows a float
 # near 1e154.
 MAX_NOISE_MULTIPLIER = 1e12
+# A positive z at least: below it z squared (the accounting divides by it)
+# is no longer a normal float (about 1e-154 and below it underflows to 0),
+# and no DP noise is that small.
+MIN_NOISE_MULTIPLIER = 1e-12
 
 
 def check_noise_multiplier(value: Any, *, positive: bool = False,
@@ -130,19 +134,20 @@ def check_noise_multiplier(value: Any, *, positive: bool = False,
   """The one check of --noise_multiplier z (every binary and mechanism).
 
   z >= 0 in training (0: no noise, said at the start); z > 0 where privacy
-  is computed (`positive`); z <= MAX_NOISE_MULTIPLIER. `what` says what the
-  noise is for, in binaries whose z is one of several (e.g. "the DP runs'
-  noise").
+  is computed (`positive`); a positive z in [MIN_NOISE_MULTIPLIER,
+  MAX_NOISE_MULTIPLIER]. `what` says what the noise is for, in binaries
+  whose z is one of several (e.g. "the DP runs' noise").
   """
   bound = '> 0' if positive else '>= 0'
   if (value is None or isinstance(value, bool) or
       not isinstance(value, (int, float)) or not math.isfinite(value) or
       value < 0 or (positive and value == 0) or
-      value > MAX_NOISE_MULTIPLIER):
+      0 < value < MIN_NOISE_MULTIPLIER or value > MAX_NOISE_MULTIPLIER):
     raise ValueError(f'--noise_multiplier must be {bound} and <= '
                      f'{MAX_NOISE_MULTIPLIER:g}'
-                     f'{f" ({what})" if what else ""}, a finite number; got '
-                     f'{value}.')
+                     f'{f" ({what})" if what else ""}, a finite number, '
+                     f'{"" if positive else "0 or "}at least '
+                     f'{MIN_NOISE_MULTIPLIER:g}; got {value}.')
   return float(value)
 
 

@@ -108,6 +108,9 @@ def _request(extra_flags) -> search.Request:
     raise ValueError('--population is required (the launch\'s estimated '
                      'devices).')
   checks.check_int(_POPULATION.value, '--population', minimum=1)
+  # The launch's timer model simulates every device: refused now, not
+  # after the simulations.
+  participation.check_memory('timer', _POPULATION.value)
   checks.check_int(_ROUNDS.value, '--launch_rounds', minimum=1)
   checks.check_positive(_EPSILON.value, '--target_epsilon')
   checks.check_float(_DELTA.value, '--delta', minimum=0, maximum=1,

@@ -23,6 +23,8 @@ each, one `MODELS` line each):
 of millions) and gives the observed MinS, MaxP and participation histogram.
 """
 
+import os
+
 from dpftrl_tff.participation.base import round_seed
 from dpftrl_tff.participation.base import RoundInfo
 from dpftrl_tff.participation.base import Sampler
@@ -40,10 +42,39 @@ MODELS = ('uniform', 'min_sep_groups', 'timer', 'poisson')
 from dpftrl_tff.participation.simulation import simulate  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
+# Bytes a client that a model's sampler keeps at its peak (its per-client
+# arrays, NumPy's temporaries included), and `ParticipationLog`'s (an int32
+# count and an int64 last round).
+_SAMPLER_BYTES_PER_CLIENT = {'uniform': 0, 'min_sep_groups': 16,
+                             'poisson': 9, 'timer': 56}
+_LOG_BYTES_PER_CLIENT = 12
+
+
+def check_memory(model: str, num_clients: int,
+                 population_flag: str = '--population'):
+  """Refuses, naming `population_flag`, a population whose participation
+  simulation cannot fit this machine's memory (a MemoryError traceback from
+  NumPy otherwise)."""
+  per_client = _SAMPLER_BYTES_PER_CLIENT.get(model, 0) + _LOG_BYTES_PER_CLIENT
+  try:
+    total = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+  except (ValueError, OSError):
+    return
+  if num_clients * per_client > total:
+    raise ValueError(
+        f'{population_flag}={num_clients}: simulating the participation of '
+        f'{num_clients:,} clients ({model}) keeps about {per_client} bytes '
+        f'a client, {num_clients * per_client / 2**30:,.0f} GiB; this '
+        f'machine has {total / 2**30:.0f} GiB. Give a smaller population.')
+
+
 def build_sampler(model: str, *, num_clients: int, report_goal: int,
                   seed: int, min_sep_groups=None,
                   timer: TimerSettings = None) -> Sampler:
-  """The sampler of participation model `model` (see the module docstring)."""
+  """The sampler of participation model `model` (see the module docstring);
+  ValueError if simulating it for `num_clients` cannot fit in memory."""
+  if model in MODELS:
+    check_memory(model, num_clients)
   if model == 'uniform':
     return UniformSampler(num_clients, report_goal, seed)
   if model == 'min_sep_groups':

@@ -29,6 +29,17 @@ _BAD_INPUT = (
      '--noise_multiplier must be > 0 and <= 1e+12'),
     ('zero_noise', ['--rounds=10', '--noise_multiplier=0'],
      'noise_multiplier'),
+    # z squared underflows to 0 (a ZeroDivisionError traceback until
+    # 2026-11-29).
+    ('noise_that_underflows', ['--rounds=10', '--noise_multiplier=1e-300',
+                               '--min_separation=1', '--max_participation=2'],
+     'at least 1e-12; got 1e-300'),
+    # DP-FedAvg's PLD at z = 0.001 would hold about 5e9 points (38 GiB): a
+    # MemoryError traceback until 2026-11-29.
+    ('fedavg_noise_beyond_pld', ['--rounds=10', '--noise_multiplier=0.001',
+                                 '--aggregator=dp_fedavg',
+                                 '--sampling_probability=0.01'],
+     '--noise_multiplier=0.001 with DP-FedAvg'),
     ('missing_noise', ['--rounds=10'], 'noise_multiplier'),
     ('non_integer_count', ['--rounds=10.5', '--noise_multiplier=1'],
      'rounds'),

@@ -199,6 +199,12 @@ _BAD_INPUT = (
     ('target_below_what_the_report_resolves',
      ['--population=1000', '--report_goals=10', '--target_epsilon=1e-5'],
      '--target_epsilon=1e-05: the reported epsilon'),
+    # 10^12 devices do not fit in memory: a NumPy MemoryError traceback
+    # until 2026-11-29.
+    ('population_beyond_memory',
+     ['--population=1000000000000', '--rounds=10', '--report_goals=10',
+      '--target_epsilon=10'],
+     '--population=1000000000000: simulating the participation'),
 )
 
 

@@ -124,6 +124,9 @@ class RecommendTest(absltest.TestCase):
          '--max_report_goal'),
         (['--population=30'], '--population=30: its launch can have a '
          'report goal of at most 15'),
+        # Before any simulation: the launch's timer model would not fit.
+        (['--population=1000000000000'],
+         '--population=1000000000000: simulating the participation'),
         (['--cache_dir=/nonexistent'], '/nonexistent'),
         # More clients a round than the corpus's training split holds:
         # refused before any pretraining or simulation.
