@@ -294,6 +294,15 @@ def _load_libc():
   return _libc
 
 
+def physical_memory_bytes() -> Optional[int]:
+  """This machine's physical memory in bytes (None where the OS does not
+  say): what the memory checks before a run or a simulation compare with."""
+  try:
+    return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+  except (ValueError, OSError):
+    return None
+
+
 def configure_allocator(arenas: Optional[int] = None):
   """Makes glibc reuse freed tensor memory instead of unmapping it.
 

@@ -17,7 +17,8 @@ from dpftrl_tff import settings
 # an absl after-init callback mid-import (distribute/combinations.py lists
 # the devices) and Keras's RNN layer then fails to build ("'SymbolicTensor'
 # object cannot be interpreted as an integer") unless TF2_BEHAVIOR=1 is
-# in the environment (docs/performance.md, stop 63; tests/import_test.py).
+# in the environment (docs/performance.md, stop 63; tests/run/training_test.py's
+# BinaryTest fails if it loads later).
 from dpftrl_tff.data import stackoverflow
 from dpftrl_tff.data import synthetic
 

@@ -23,8 +23,7 @@ each, one `MODELS` line each):
 of millions) and gives the observed MinS, MaxP and participation histogram.
 """
 
-import os
-
+from dpftrl_tff import runtime
 from dpftrl_tff.participation.base import round_seed
 from dpftrl_tff.participation.base import RoundInfo
 from dpftrl_tff.participation.base import Sampler
@@ -50,19 +49,15 @@ _SAMPLER_BYTES_PER_CLIENT = {'uniform': 0, 'min_sep_groups': 16,
 _LOG_BYTES_PER_CLIENT = 12
 
 
-def check_memory(model: str, num_clients: int,
-                 population_flag: str = '--population'):
-  """Refuses, naming `population_flag`, a population whose participation
+def check_memory(model: str, num_clients: int):
+  """Refuses, naming --population, a population whose participation
   simulation cannot fit this machine's memory (a MemoryError traceback from
   NumPy otherwise)."""
   per_client = _SAMPLER_BYTES_PER_CLIENT.get(model, 0) + _LOG_BYTES_PER_CLIENT
-  try:
-    total = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
-  except (ValueError, OSError):
-    return
-  if num_clients * per_client > total:
+  total = runtime.physical_memory_bytes()
+  if total is not None and num_clients * per_client > total:
     raise ValueError(
-        f'{population_flag}={num_clients}: simulating the participation of '
+        f'--population={num_clients}: simulating the participation of '
         f'{num_clients:,} clients ({model}) keeps about {per_client} bytes '
         f'a client, {num_clients * per_client / 2**30:,.0f} GiB; this '
         f'machine has {total / 2**30:.0f} GiB. Give a smaller population.')
@@ -73,8 +68,7 @@ def build_sampler(model: str, *, num_clients: int, report_goal: int,
                   timer: TimerSettings = None) -> Sampler:
   """The sampler of participation model `model` (see the module docstring);
   ValueError if simulating it for `num_clients` cannot fit in memory."""
-  if model in MODELS:
-    check_memory(model, num_clients)
+  check_memory(model, num_clients)
   if model == 'uniform':
     return UniformSampler(num_clients, report_goal, seed)
   if model == 'min_sep_groups':

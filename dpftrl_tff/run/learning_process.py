@@ -2,7 +2,6 @@
 FedAvg with a DP model-update aggregation), its initial state, and what runs
 its rounds: on this machine or across TFF workers."""
 
-import os
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -10,6 +9,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from dpftrl_tff import models
+from dpftrl_tff import runtime
 from dpftrl_tff import tff_compat
 from dpftrl_tff.aggregators import registry
 from dpftrl_tff.data import stackoverflow
@@ -192,11 +192,8 @@ def initial_state(process, config: TrainConfig, keras_model=None):
 def check_memory(config: TrainConfig):
   """Refuses a model that cannot fit this machine, before building it."""
   estimate = config_lib.estimate_memory_bytes(config)
-  try:
-    total = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
-  except (ValueError, OSError):
-    return
-  if estimate > total:
+  total = runtime.physical_memory_bytes()
+  if total is not None and estimate > total:
     params = models.count_parameters(
         config.vocab_size, latent_size=config.latent_size,
         embedding_size=config.embedding_size,
