@@ -51,29 +51,38 @@ def pytest_sessionfinish(session, exitstatus):
 
 # The classes that take longest go first: pytest-xdist hands out test
 # classes (--dist loadscope) in collection order, so a long class collected
-# last would run alone at the end while the other workers idle. Only with
+# last would run alone at the end while the other workers idle (longest
+# first is the classic rule for spreading jobs over workers). Only with
 # --no-loadscope-reorder (the Makefile's; tests/makefile_test.py): by
 # default xdist 3.8 sorts the classes by their number of tests, which put
-# README's one-test git class, the longest, among the last. Order by
-# the fresh-clone CI of 2026-11-27 (seconds, 2-core VM, 3 workers): README's
-# git commands with the recommend tool's end-to-end checks 156, remote
-# rounds about 130, the training loop about 120, README's other binaries 65,
-# utility curves on a git corpus 61, noise sweep 60, reproduce_exposure 59,
-# canaries in training about 70, the training binary about 75.
+# README's one-test git class, the longest, among the last. Every class of
+# 45 s or more, longest first, by their summed test durations in a
+# `--durations=0` run of the whole suite (2026-11-29, 2-core VM, 3 workers,
+# seconds): without the seven added then, the resident-process class (108 s)
+# ran last, alone for its last 70 s.
 _SLOW_FIRST = (
-    'tests/readme_commands_test.py::GitHistoryCommandsTest',
-    'tests/remote/remote_test.py::RemoteTest',
-    'tests/run/training_test.py::TrainingLoopTest',
-    'tests/run/training_test.py::BinaryTest',
-    'tests/readme_commands_test.py::OtherBinariesCommandsTest',
+    'tests/run/training_test.py::TrainingLoopTest',                    # 419
+    'tests/readme_commands_test.py::GitHistoryCommandsTest',           # 395
+    'tests/remote/remote_test.py::RemoteTest',                         # 323
+    'tests/run/training_test.py::BinaryTest',                          # 170
+    'tests/readme_commands_test.py::OtherBinariesCommandsTest',        # 169
+    'tests/empirical/canaries_test.py::CanaryTrainingTest',            # 166
     'tests/studies/utility_curves_test.py::ReproduceUtilityCurvesGitTest',
-    'tests/studies/noise_sweep_test.py::NoiseSweepBinaryTest',
-    'tests/empirical/exposure_binary_test.py::ReproduceExposureTest',
-    'tests/empirical/canaries_test.py::CanaryTrainingTest',
-    'tests/empirical/canaries_test.py::BrokenMechanismInTrainingTest',
-    'tests/aggregators/noise_seed_test.py::TrainingSeedTest',
-    'tests/run/training_test.py::LostWorkerTest',
-    'tests/privacy/plan_launch_test.py::ReproduceParticipationTest',
+    'tests/studies/noise_sweep_test.py::NoiseSweepBinaryTest',         # 134
+    'tests/empirical/exposure_binary_test.py::ReproduceExposureTest',  # 127
+    'tests/empirical/canaries_test.py::BrokenMechanismInTrainingTest',  # 122
+    'tests/aggregators/noise_seed_test.py::MechanismSeedTest',         # 115
+    'tests/tff_compat/resident_test.py::ResidentProcessTest',          # 108
+    'tests/aggregators/noise_seed_test.py::TrainingSeedTest',          # 90
+    'tests/accounting/accounting_binaries_test.py::ReproduceTest',     # 90
+    'tests/readme_commands_test.py::TwoCommandsTest',                  # 89
+    'tests/empirical/canary_audit_test.py::CanaryAuditTest',           # 72
+    'tests/aggregators/adaptive_clipping_test.py::AdaptiveClippingTest',  # 63
+    'tests/privacy/plan_launch_test.py::ReproduceParticipationTest',   # 62
+    'tests/run/divergence_test.py::DivergingRunTest',                  # 55
+    'tests/bazel_test.py::BazelTest',                                  # 53
+    'tests/aggregators/secagg_test.py::FactoryTest',                   # 50
+    'tests/run/training_test.py::LostWorkerTest',                      # 48
 )
 
 

@@ -56,6 +56,14 @@ class TestCommandTest(absltest.TestCase):
     self.assertIn('--dist loadscope', command)
     self.assertIn('--no-loadscope-reorder', command)
 
+  def test_every_slow_first_class_exists(self):
+    # A renamed or moved class would silently drop out of the order.
+    from tests import conftest  # pylint: disable=g-import-not-at-top
+    for node_id in conftest._SLOW_FIRST:  # pylint: disable=protected-access
+      path, name = node_id.split('::')
+      with open(os.path.join(fixtures.ROOT, path), encoding='utf-8') as f:
+        self.assertRegex(f.read(), rf'(?m)^class {name}\(', node_id)
+
 
 if __name__ == '__main__':
   absltest.main()
