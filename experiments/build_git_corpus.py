@@ -27,6 +27,7 @@ runtime.install()   # Before TensorFlow is imported: quiet C++ logs.
 from absl import flags
 
 from dpftrl_tff import console
+from dpftrl_tff.data import build_progress
 from dpftrl_tff.data import git_corpus
 # pylint: enable=g-import-not-at-top
 
@@ -134,11 +135,14 @@ def run() -> dict:
       count_words_by=_COUNT_BY.value)
   settings.validate()
   exclude = settings.exclusion()
+  progress = build_progress.BuildProgress()
   if _REPO.value:
-    commits = git_corpus.read_git_log(_REPO.value, exclude=exclude)
+    commits = git_corpus.read_git_log(_REPO.value, exclude=exclude,
+                                      progress=progress)
     source = dict(git_repo=_REPO.value)
   else:
-    commits = git_corpus.read_commits_jsonl(_JSONL.value, exclude=exclude)
+    commits = git_corpus.read_commits_jsonl(_JSONL.value, exclude=exclude,
+                                            progress=progress)
     source = dict(commits_jsonl=_JSONL.value)
   documents = None
   if _DOCS_DIR.value:
@@ -148,7 +152,8 @@ def run() -> dict:
     documents = git_corpus.read_docs_jsonl(_DOCS_JSONL.value)
     source['docs_jsonl'] = _DOCS_JSONL.value
   stats = git_corpus.build(_OUTPUT.value, commits, settings,
-                           documents=documents, source=source)
+                           documents=documents, source=source,
+                           progress=progress)
   print(_describe(stats))
   print(f'Wrote {_OUTPUT.value} in {time.monotonic() - started:.1f} s; '
         f'train on it with --cache_dir={_OUTPUT.value}')

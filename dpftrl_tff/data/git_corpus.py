@@ -61,6 +61,7 @@ import datetime
 import gzip
 import hashlib
 import hmac
+import io
 import json
 import lzma
 import os
@@ -143,24 +144,33 @@ class _AuthorHasher:
                     hashlib.sha256).hexdigest()
 
 
-def _open_text(path: str):
+def _open_text(raw):
+  """Text of the binary file `raw`, decompressed by its name's extension."""
   opener = {'.xz': lzma.open, '.lzma': lzma.open, '.gz': gzip.open,
-            '.bz2': bz2.open}.get(os.path.splitext(path)[1].lower(), open)
+            '.bz2': bz2.open}.get(os.path.splitext(raw.name)[1].lower())
   # utf-8-sig: a byte-order mark, as some Windows tools write, is not text.
-  return opener(path, 'rt', encoding='utf-8-sig')
+  if opener is None:
+    return io.TextIOWrapper(raw, encoding='utf-8-sig')
+  return opener(raw, 'rt', encoding='utf-8-sig')
 
 
-def _read_jsonl(path: str, flag: str,
-                fields: Sequence[str]) -> Iterator[tuple]:
+def _read_jsonl(path: str, flag: str, fields: Sequence[str],
+                progress=None) -> Iterator[tuple]:
   """(line number, object) of a JSON-lines file, maybe compressed.
 
   Every object must have string `fields`; anything else raises CorpusError
-  naming the flag, the file and the line.
+  naming the flag, the file and the line. `progress` (a
+  `build_progress.BuildProgress`) is told the share of the file's bytes
+  read.
   """
   if not os.path.isfile(path):
     raise CorpusError(f'--{flag}={path}: no such file.')
   try:
-    with _open_text(path) as f:
+    with open(path, 'rb') as raw, _open_text(raw) as f:
+      if progress is not None:
+        size = max(1, os.fstat(raw.fileno()).st_size)
+        progress.set_read_share(
+            lambda: 1.0 if raw.closed else raw.tell() / size)
       for number, line in enumerate(f, 1):
         if not line.strip():
           continue
@@ -183,18 +193,19 @@ def _read_jsonl(path: str, flag: str,
 
 
 def read_commits_jsonl(path: str, hasher=None,
-                       exclude: Optional[re.Pattern] = None
-                       ) -> Iterator[Commit]:
+                       exclude: Optional[re.Pattern] = None,
+                       progress=None) -> Iterator[Commit]:
   """Commits of a JSON-lines export (`commit`, `author`, `date`, `message`).
 
   The file may be compressed (.xz, .gz, .bz2). A line that is not such an
   object raises CorpusError naming the file and line. A commit whose
   `author` matches `exclude` is marked excluded (an export whose authors
-  are already hashed matches nothing).
+  are already hashed matches nothing). `progress` (a
+  `build_progress.BuildProgress`) is told the share of the file read.
   """
   hasher = hasher or _AuthorHasher()
   for number, obj in _read_jsonl(path, 'commits_jsonl',
-                                 ('author', 'date', 'message')):
+                                 ('author', 'date', 'message'), progress):
     try:
       commit_time(obj['date'])
     except ValueError:
@@ -212,11 +223,13 @@ _LOG_CHUNK_BYTES = 1 << 20
 
 
 def read_git_log(repo: str, hasher=None,
-                 exclude: Optional[re.Pattern] = None) -> Iterator[Commit]:
+                 exclude: Optional[re.Pattern] = None,
+                 progress=None) -> Iterator[Commit]:
   """Commits of `git log` in `repo` (merges excluded; .mailmap applied).
 
   A commit whose author "name <e-mail>" (after .mailmap) matches `exclude`
-  is marked excluded.
+  is marked excluded. `progress` (a `build_progress.BuildProgress`) is told
+  the share of the log's commits read (`git rev-list --count`).
 
   Messages are asked for in UTF-8 (`--encoding=UTF-8`): git re-encodes a
   commit recorded in another encoding (its `encoding` header, e.g. Latin-1)
@@ -234,6 +247,10 @@ def read_git_log(repo: str, hasher=None,
   if check.returncode:
     raise CorpusError(f'--git_repo={repo}: not a git repository.')
   fmt = _FIELD.join(['%H', '%aN', '%aE', '%aI', '%B']) + _RECORD
+  read = 0
+  if progress is not None:
+    total = _count_commits(repo)
+    progress.set_read_share(lambda: read / total if total else None)
   # Streamed, a record at a time: a large history's log (the Linux
   # kernel's: over a million commits) is never held whole in memory.
   with tempfile.TemporaryFile() as stderr:
@@ -256,6 +273,7 @@ def read_git_log(repo: str, hasher=None,
         for raw in records:
           record = _decode_record(raw).lstrip('\n')
           if record:
+            read += 1
             commit, name, email, date, message = record.split(_FIELD, 4)
             yield Commit(commit, hasher(email), date, message,
                          _excluded(exclude, f'{name} <{email}>'))
@@ -272,6 +290,17 @@ def read_git_log(repo: str, hasher=None,
             f'--git_repo={repo}: the repository has no commits.')
       raise CorpusError(f'--git_repo={repo}: git log failed '
                         f'({error[-1] if error else returncode}).')
+
+
+def _count_commits(repo: str) -> Optional[int]:
+  """How many commits `read_git_log`'s `git log` lists (None if unknown)."""
+  proc = subprocess.run(['git', '-C', repo, 'rev-list', '--no-merges',
+                         '--count', 'HEAD'], capture_output=True, text=True,
+                        check=False)
+  try:
+    return int(proc.stdout) if proc.returncode == 0 else None
+  except ValueError:
+    return None
 
 
 def _decode_record(raw: bytes) -> str:
@@ -376,18 +405,21 @@ class _Author:
 
 
 def group_by_author(commits: Iterable[Commit], settings: BuildSettings,
-                    excluded: Optional[Dict[str, int]] = None
-                    ) -> Dict[str, _Author]:
+                    excluded: Optional[Dict[str, int]] = None,
+                    progress=None) -> Dict[str, _Author]:
   """Salted author digest -> the author's sentences, in the date range.
 
   Commits marked excluded are left out; `excluded`, if given, receives
-  their count per author digest.
+  their count per author digest. `progress`: a
+  `build_progress.BuildProgress`, told of every commit read.
   """
   authors: Dict[str, _Author] = {}
   excluded = {} if excluded is None else excluded
   count = 0
   for c in commits:
     count += 1
+    if progress is not None:
+      progress.commit_read(count, len(authors))
     if c.excluded:
       excluded[c.author_key] = excluded.get(c.author_key, 0) + 1
       continue
@@ -458,7 +490,7 @@ def _percentiles(sizes: Sequence[int]) -> Dict[str, float]:
 def write_database(output_dir: str, splits: Dict[str, List[_Author]],
                    vocab_size_for_coverage: int = 10000,
                    sequence_lengths: Sequence[int] = (),
-                   count_words_by: str = 'tokens') -> Dict:
+                   count_words_by: str = 'tokens', progress=None) -> Dict:
   """Writes the database and word counts; returns the corpus statistics.
 
   The word counts are the train split's: every occurrence
@@ -467,8 +499,11 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
   prolific author cannot fill the vocabulary with their own words). Among
   the statistics the share of training sentences longer than each of
   `sequence_lengths` (training keeps a sentence's first words only).
+  `progress`: a `build_progress.BuildProgress`, told of every author
+  written.
   """
   os.makedirs(output_dir, exist_ok=True)
+  total_authors = sum(len(v) for v in splits.values())
   path = stackoverflow.database_path(output_dir)
   tmp = path + '.tmp'
   for stale in (tmp, tmp + '-journal'):
@@ -502,6 +537,8 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
         con.execute('INSERT INTO client_metadata VALUES (?, ?, ?)',
                     (cid, split, len(rows)))
         sizes.append(len(rows))
+        if progress is not None:
+          progress.author_written(number, total_authors)
       stats[split] = dict(clients=len(sizes), sentences=int(sum(sizes)),
                           tokens=int(sum(lengths)),
                           sentences_per_client=_percentiles(sizes),
@@ -593,15 +630,19 @@ def default_sequence_length() -> int:
 def build(output_dir: str, commits: Iterable[Commit],
           settings: BuildSettings, *,
           documents: Optional[Iterable[Dict[str, str]]] = None,
-          source: Optional[Dict] = None) -> Dict:
+          source: Optional[Dict] = None, progress=None) -> Dict:
   """Builds the corpus in `output_dir`; returns its statistics.
 
   Also writes `corpus.json` (the settings, the source and the statistics;
   no identity). With `documents`, the public text and its TFDS dataset.
+  `progress`: a `build_progress.BuildProgress` (the same one the commits'
+  reader was given), or None for no progress lines.
   """
   settings.validate()
   excluded: Dict[str, int] = {}
-  authors = group_by_author(commits, settings, excluded)
+  authors = group_by_author(commits, settings, excluded, progress)
+  if progress is not None:
+    progress.reading_done()
   splits = assign_splits(authors, settings)
   # The public text first: documentation too short for it is refused
   # before the database is written.
@@ -609,7 +650,8 @@ def build(output_dir: str, commits: Iterable[Commit],
             write_public_text(output_dir, documents))
   stats = write_database(output_dir, splits,
                          sequence_lengths=(default_sequence_length(),),
-                         count_words_by=settings.count_words_by)
+                         count_words_by=settings.count_words_by,
+                         progress=progress)
   stats['authors'] = len(authors)
   stats['authors_excluded'] = len(excluded)
   stats['commits_excluded'] = sum(excluded.values())
