@@ -6,12 +6,13 @@ and tokenizing the messages, then writing the database. `BuildProgress`
 prints a line at most every `every_seconds`, so a small history builds
 without any and a large one says how far each phase is:
 
-  reading commits: 35% (412,000 commits, 9,876 authors), 2m01s, ETA 3m45s
-  writing the database: 60% (14,000 of 24,464 authors), 40s, ETA 27s
+  reading commits: 35% (412,000 commits, 9,876 authors), 1m33s, ETA 2m53s
+  writing the database: 60% (14,000 of 24,464 authors), 0m40s, ETA 0m27s
 
 A phase's ETA is its elapsed time times (1 - f) / f at the share f done:
 of the commits (git: `git rev-list --count` of the log's commits), of the
-input file's bytes (JSON lines, compressed or not), or of the authors.
+input file's bytes (JSON lines, compressed or not), or of the sentences
+written (not of the authors: one author can have a hundred thousand).
 Without a share (a reader that cannot tell) the line gives counts only.
 """
 
@@ -73,9 +74,10 @@ class BuildProgress:
     """The next phase's clock starts now."""
     self._phase_start = None
 
-  def author_written(self, done: int, total: int):
-    """Called after each author's rows are written."""
+  def author_written(self, done: int, total: int, share: float):
+    """Called after each author's rows are written; `share`: of the
+    sentences (authors' sizes differ by orders of magnitude)."""
     if not self._due():
       return
-    self._print(self._line('writing the database', done / max(1, total),
+    self._print(self._line('writing the database', share,
                            f'{done:,} of {total:,} authors'))

@@ -500,10 +500,12 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
   the statistics the share of training sentences longer than each of
   `sequence_lengths` (training keeps a sentence's first words only).
   `progress`: a `build_progress.BuildProgress`, told of every author
-  written.
+  written and the share of the sentences written.
   """
   os.makedirs(output_dir, exist_ok=True)
   total_authors = sum(len(v) for v in splits.values())
+  total_sentences = sum(len(a.sentences) for v in splits.values() for a in v)
+  written = 0
   path = stackoverflow.database_path(output_dir)
   tmp = path + '.tmp'
   for stale in (tmp, tmp + '-journal'):
@@ -537,8 +539,10 @@ def write_database(output_dir: str, splits: Dict[str, List[_Author]],
         con.execute('INSERT INTO client_metadata VALUES (?, ?, ?)',
                     (cid, split, len(rows)))
         sizes.append(len(rows))
+        written += len(rows)
         if progress is not None:
-          progress.author_written(number, total_authors)
+          progress.author_written(number, total_authors,
+                                  written / max(1, total_sentences))
       stats[split] = dict(clients=len(sizes), sentences=int(sum(sizes)),
                           tokens=int(sum(lengths)),
                           sentences_per_client=_percentiles(sizes),

@@ -63,9 +63,9 @@ class BuildProgressTest(absltest.TestCase):
     progress.commit_read(1, 1)
     clock.now += 500                    # Reading took long.
     progress.reading_done()
-    progress.author_written(1, 40)      # Starts the phase's clock.
+    progress.author_written(1, 40, 0.01)   # Starts the phase's clock.
     clock.now += 30
-    progress.author_written(10, 40)
+    progress.author_written(10, 40, 0.25)  # The share: of the sentences.
     self.assertEqual(lines, ['writing the database: 25% (10 of 40 authors), '
                              '0m30s, ETA 1m30s'])
 
