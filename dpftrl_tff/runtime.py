@@ -13,11 +13,14 @@ its teardown. It also configures glibc's allocator (see
 import atexit
 import ctypes
 import gc
+import importlib
+import importlib.util
 import os
 import signal
 import sys
 import threading
 import time
+import types
 from typing import Any, Callable, List, Optional
 
 
@@ -362,6 +365,51 @@ def configure_grpc() -> bool:
   return 'grpc' not in sys.modules
 
 
+# Modules imported by a library this project imports but never used by it:
+# TF Privacy's package import loads its discrete Gaussian utilities (through
+# TFF's aggregators), which import TensorFlow Probability at the top, for
+# samplers this project does not call (SecAgg here is its own, not TF
+# Privacy's distributed discrete Gaussian). Loading TensorFlow Probability
+# cost 0.74 CPU-s of the 5.3 that importing TensorFlow and TFF takes (six
+# interleaved pairs on the 2-core VM, 2026-11-29).
+DEFERRED_IMPORTS = ('tensorflow_probability',)
+
+
+class _DeferredModule(types.ModuleType):
+  """Stands in `sys.modules` for a module until one of its attributes is
+  read; then the real module is imported and answers every read."""
+
+  def __getattr__(self, name):   # Only for names not set on the stand-in.
+    real = self.__dict__.get('_deferred_real')
+    if real is None:
+      if sys.modules.get(self.__name__) is self:
+        del sys.modules[self.__name__]
+      real = importlib.import_module(self.__name__)
+      self.__dict__['_deferred_real'] = real
+    return getattr(real, name)
+
+
+def defer_unused_imports(names=DEFERRED_IMPORTS) -> List[str]:
+  """Puts a stand-in in `sys.modules` for each module of `names` that is
+  installed and not yet imported: `import name` then costs nothing, and the
+  module is imported when an attribute of it is first read (the stand-in
+  carries the real module's spec, so the import system finds it complete).
+  Called by `install()` and the test suite's conftest, before TFF is
+  imported. Returns the names deferred."""
+  deferred = []
+  for name in names:
+    if name in sys.modules:
+      continue
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+      continue
+    stand_in = _DeferredModule(name)
+    stand_in.__spec__ = spec
+    sys.modules[name] = stand_in
+    deferred.append(name)
+  return deferred
+
+
 def exit_code(code) -> int:
   """The process exit status of `sys.exit(code)` (None 0, an int itself,
   anything else printed to stderr and 1), as the interpreter computes it."""
@@ -408,7 +456,8 @@ def install(malloc_arenas: Optional[int] = None):
   Call it first thing, before TensorFlow is imported (its C++ log level is
   read at import): it sets TF_CPP_MIN_LOG_LEVEL=3 unless set (or unless
   the command line asks for --verbosity, see `console`), turns gRPC's fork
-  handlers off (`configure_grpc`), configures the allocator
+  handlers off (`configure_grpc`), defers imports nothing here uses
+  (`defer_unused_imports`), configures the allocator
   (`configure_allocator`), and registers `shutdown_workers` at
   exit, on SIGTERM and SIGINT (ended within SIGNAL_GRACE_SECONDS even when
   the main thread is stuck: `_watch_signals`). Importing this module
@@ -421,6 +470,7 @@ def install(malloc_arenas: Optional[int] = None):
   wants_logs = any(a.startswith(('--verbosity', '-v')) for a in sys.argv[1:])
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if wants_logs else '3')
   configure_grpc()
+  defer_unused_imports()
   configure_allocator(malloc_arenas)
   atexit.register(_at_exit)
   signal.signal(signal.SIGTERM, _on_signal)

@@ -26,6 +26,9 @@ from dpftrl_tff import runtime  # pylint: disable=g-import-not-at-top
 if not runtime.configure_grpc():
   raise RuntimeError('gRPC was imported before tests/conftest.py: its fork '
                      'handlers stay on (runtime.configure_grpc).')
+# As `install` does: TensorFlow Probability, which TFF's import would load
+# for nothing this project uses, is imported only if something reads it.
+runtime.defer_unused_imports()
 
 from dpftrl_tff import tff_compat  # pylint: disable=g-import-not-at-top,g-bad-import-order
 

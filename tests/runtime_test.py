@@ -1,12 +1,14 @@
 """runtime.run_app: a binary's exit status, exit handlers, flushed output,
 and no interpreter teardown; every binary that loads TFF exits through it.
-runtime.install: gRPC's fork handlers off; SIGTERM ends a stuck binary."""
+runtime.install: gRPC's fork handlers off; SIGTERM ends a stuck binary;
+imports nothing here uses deferred until first used."""
 
 import os
 import pathlib
 import signal
 import subprocess
 import sys
+import tempfile
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -186,6 +188,86 @@ class RunAppTest(parameterized.TestCase):
                                     'console.quiet_libraries()')):
         missing.append(str(path.relative_to(ROOT)))
     self.assertEmpty(missing)
+
+
+# TFF imported after runtime.install: TensorFlow Probability (imported by TF
+# Privacy for samplers this project does not call) is not loaded; TF
+# Privacy's discrete Gaussian sampler, which uses it, still works.
+_DEFERRED_SCRIPT = r"""
+import sys
+from dpftrl_tff import runtime
+runtime.install()
+import tensorflow as tf
+import tensorflow_federated
+print('loaded at import:', 'tensorflow_probability.python' in sys.modules)
+from tensorflow_privacy.privacy.dp_query import discrete_gaussian_utils
+tf.random.set_seed(1)
+draws = discrete_gaussian_utils.sample_discrete_gaussian(
+    scale=tf.constant(3, tf.int64), shape=tf.constant([1000]),
+    dtype=tf.int64).numpy()
+print('draws:', draws.dtype, draws.shape, round(float(draws.std())))
+print('loaded when used:', 'tensorflow_probability.python' in sys.modules)
+"""
+
+
+class DeferredImportTest(absltest.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.root = tempfile.mkdtemp()
+    self.names = []
+    sys.path.insert(0, self.root)
+    self.addCleanup(sys.path.remove, self.root)
+
+  def _package(self, name):
+    """A package that counts its imports in `sys.deferred_probe`, with a
+    submodule `sub`."""
+    os.makedirs(os.path.join(self.root, name))
+    with open(os.path.join(self.root, name, '__init__.py'), 'w') as f:
+      f.write('import sys\n'
+              'sys.deferred_probe = getattr(sys, "deferred_probe", 0) + 1\n'
+              'VALUE = 42\n')
+    with open(os.path.join(self.root, name, 'sub.py'), 'w') as f:
+      f.write('SUB = 7\n')
+    self.names.append(name)
+    self.addCleanup(lambda: [sys.modules.pop(k) for k in list(sys.modules)
+                             if k == name or k.startswith(name + '.')])
+    sys.deferred_probe = 0
+    return name
+
+  def test_imported_when_first_read_and_once(self):
+    name = self._package('deferred_probe_a')
+    self.assertEqual(runtime.defer_unused_imports((name,)), [name])
+    module = __import__(name)   # As `import name` does.
+    self.assertEqual(sys.deferred_probe, 0)
+    self.assertEqual(module.VALUE, 42)
+    self.assertEqual(sys.deferred_probe, 1)
+    self.assertEqual(__import__(name).VALUE, 42)
+    self.assertEqual(module.VALUE, 42)
+    self.assertEqual(sys.deferred_probe, 1)
+
+  def test_from_import_and_submodule_import(self):
+    name = self._package('deferred_probe_b')
+    runtime.defer_unused_imports((name,))
+    namespace = {}
+    exec(f'from {name} import VALUE\nimport {name}.sub as sub',  # pylint: disable=exec-used
+         namespace)
+    self.assertEqual((namespace['VALUE'], namespace['sub'].SUB), (42, 7))
+    self.assertEqual(sys.deferred_probe, 1)
+
+  def test_missing_or_imported_modules_are_left_alone(self):
+    self.assertEqual(runtime.defer_unused_imports(
+        ('no_such_module_here', 'os')), [])
+    self.assertNotIn('no_such_module_here', sys.modules)
+    self.assertIs(sys.modules['os'], os)
+
+  def test_tff_imports_without_tensorflow_probability_which_still_works(self):
+    proc = subprocess.run([sys.executable, '-c', _DEFERRED_SCRIPT], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    self.assertIn('loaded at import: False', proc.stdout)
+    self.assertIn('draws: int64 (1000,) 3', proc.stdout)
+    self.assertIn('loaded when used: True', proc.stdout)
 
 
 if __name__ == '__main__':
