@@ -15,7 +15,10 @@ PYTHON ?= $(shell $(DEBIAN_PYTHON) -c "$(PYTHON_CHECK)" 2>/dev/null && \
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-export TF_CPP_MIN_LOG_LEVEL := 2
+# TensorFlow's C++ logs: the binaries keep them off unless asked
+# (runtime.install), the test suite at errors (tests/conftest.py); the
+# benchmarks, which do not all install the runtime, at errors here.
+bench: export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: setup demo test bench bazel bazel_install python_install reproduce utility_curves clean
 

@@ -97,11 +97,18 @@ def _scratch():
   return work, home
 
 
+# A line of TensorFlow's C++ log (`2026-11-29 09:13:15.755722: E
+# tensorflow/...`): a user's command prints none unless asked.
+_TF_LOG_LINE = re.compile(r'^\d{4}-\d\d-\d\d [\d:.]+: [IWEF] ', re.MULTILINE)
+
+
 def _run_block(test, index):
   """Runs README's sh block `index` as written (plus `_SHORTER`), in a
-  scratch checkout; returns ({command: stdout}, the scratch directory)."""
+  scratch checkout, in a user's environment (no TensorFlow log level set);
+  returns ({command: stdout}, the scratch directory)."""
   work, home = _scratch()
   env = fixtures.binary_environment(HOME=home)
+  del env['TF_CPP_MIN_LOG_LEVEL']
   outputs = {}
   for command in readme_blocks()[index]:
     extra, reason = _rule(command)
@@ -114,6 +121,9 @@ def _run_block(test, index):
                      f'{full}\n{proc.stdout[-2000:]}\n'
                      f'{fixtures.stderr_tail(proc.stderr)}')
     test.assertNotIn('Traceback', proc.stderr, full)
+    test.assertIsNone(_TF_LOG_LINE.search(proc.stdout + proc.stderr),
+                      f'{full}: TensorFlow\'s C++ log in its output\n'
+                      f'{fixtures.stderr_tail(proc.stderr)}')
     outputs[command] = proc.stdout
   return outputs, work
 
