@@ -201,7 +201,6 @@ import tensorflow as tf
 import tensorflow_federated
 print('loaded at import:', 'tensorflow_probability.python' in sys.modules)
 from tensorflow_privacy.privacy.dp_query import discrete_gaussian_utils
-tf.random.set_seed(1)
 draws = discrete_gaussian_utils.sample_discrete_gaussian(
     scale=tf.constant(3, tf.int64), shape=tf.constant([1000]),
     dtype=tf.int64).numpy()
@@ -215,7 +214,6 @@ class DeferredImportTest(absltest.TestCase):
   def setUp(self):
     super().setUp()
     self.root = tempfile.mkdtemp()
-    self.names = []
     sys.path.insert(0, self.root)
     self.addCleanup(sys.path.remove, self.root)
 
@@ -229,7 +227,6 @@ class DeferredImportTest(absltest.TestCase):
               'VALUE = 42\n')
     with open(os.path.join(self.root, name, 'sub.py'), 'w') as f:
       f.write('SUB = 7\n')
-    self.names.append(name)
     self.addCleanup(lambda: [sys.modules.pop(k) for k in list(sys.modules)
                              if k == name or k.startswith(name + '.')])
     sys.deferred_probe = 0
