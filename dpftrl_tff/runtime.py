@@ -393,7 +393,8 @@ def defer_unused_imports(names=DEFERRED_IMPORTS) -> List[str]:
   """Puts a stand-in in `sys.modules` for each module of `names` that is
   installed and not yet imported: `import name` then costs nothing, and the
   module is imported when an attribute of it is first read (the stand-in
-  carries the real module's spec, so the import system finds it complete).
+  carries the real module's spec and __file__, so the import system finds
+  it complete and code scanning sys.modules for a file leaves it alone).
   Called by `install()` and the test suite's conftest, before TFF is
   imported. Returns the names deferred."""
   deferred = []
@@ -405,6 +406,10 @@ def defer_unused_imports(names=DEFERRED_IMPORTS) -> List[str]:
       continue
     stand_in = _DeferredModule(name)
     stand_in.__spec__ = spec
+    # The real module's __file__: code that scans sys.modules for a file
+    # (autograph's `inspect_utils._fix_linecache_record`, at every function
+    # it converts) reads it, and a read would import the module.
+    stand_in.__file__ = spec.origin
     sys.modules[name] = stand_in
     deferred.append(name)
   return deferred

@@ -200,6 +200,16 @@ runtime.install()
 import tensorflow as tf
 import tensorflow_federated
 print('loaded at import:', 'tensorflow_probability.python' in sys.modules)
+# Autograph reads __file__ of every module in sys.modules at each function
+# it converts (every training build does).
+@tf.function
+def count(n):
+  total = tf.constant(0)
+  for i in tf.range(n):
+    total += i
+  return total
+print('converted:', int(count(tf.constant(4))))
+print('loaded by autograph:', 'tensorflow_probability.python' in sys.modules)
 from tensorflow_privacy.privacy.dp_query import discrete_gaussian_utils
 draws = discrete_gaussian_utils.sample_discrete_gaussian(
     scale=tf.constant(3, tf.int64), shape=tf.constant([1000]),
@@ -243,6 +253,16 @@ class DeferredImportTest(absltest.TestCase):
     self.assertEqual(module.VALUE, 42)
     self.assertEqual(sys.deferred_probe, 1)
 
+  def test_file_is_read_without_importing(self):
+    name = self._package('deferred_probe_c')
+    runtime.defer_unused_imports((name,))
+    stand_in = sys.modules[name]
+    self.assertEqual(stand_in.__file__,
+                     os.path.join(self.root, name, '__init__.py'))
+    self.assertEqual(sys.deferred_probe, 0)
+    self.assertEqual(stand_in.VALUE, 42)
+    self.assertEqual(stand_in.__file__, __import__(name).__file__)
+
   def test_from_import_and_submodule_import(self):
     name = self._package('deferred_probe_b')
     runtime.defer_unused_imports((name,))
@@ -259,10 +279,17 @@ class DeferredImportTest(absltest.TestCase):
     self.assertIs(sys.modules['os'], os)
 
   def test_tff_imports_without_tensorflow_probability_which_still_works(self):
-    proc = subprocess.run([sys.executable, '-c', _DEFERRED_SCRIPT], cwd=ROOT,
+    # A file, not `-c`: autograph converts only functions with a source.
+    script = os.path.join(self.root, 'deferred_script.py')
+    with open(script, 'w') as f:
+      f.write(_DEFERRED_SCRIPT)
+    proc = subprocess.run([sys.executable, script], cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)),
                           capture_output=True, text=True, timeout=300)
     self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
     self.assertIn('loaded at import: False', proc.stdout)
+    self.assertIn('converted: 6', proc.stdout)
+    self.assertIn('loaded by autograph: False', proc.stdout)
     self.assertIn('draws: int64 (1000,) 3', proc.stdout)
     self.assertIn('loaded when used: True', proc.stdout)
 
