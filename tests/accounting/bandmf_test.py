@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from dpftrl_tff.accounting import bandmf
+from tests.reference import bandmf_reference
 
 _REFERENCE = os.path.join(os.path.dirname(__file__), '..', '..', 'benchmarks',
                           'data', 'jax_privacy_bandmf_reference.json')
@@ -190,18 +191,40 @@ class OptimizerTest(parameterized.TestCase):
 
   @parameterized.parameters(range(5))
   def test_gradient_against_finite_differences(self, seed):
+    # The dense reference, in every entry of the lower triangle.
     rng = np.random.default_rng(seed)
     c = random_banded(rng, 7, 3)
-    loss, gradient = bandmf._mean_error_and_gradient(c)  # pylint: disable=protected-access
+    mean = bandmf._mean_reduction  # pylint: disable=protected-access
+    loss, gradient = bandmf_reference.error_and_gradient(c, mean)
     self.assertAlmostEqual(
         loss, float(np.mean(bandmf.prefix_sum_errors(c))), delta=1e-9 * loss)
     direction = np.tril(rng.normal(size=c.shape))
     step = 1e-6
-    numeric = (bandmf._mean_error_and_gradient(c + step * direction)[0] -  # pylint: disable=protected-access
-               bandmf._mean_error_and_gradient(c - step * direction)[0]) / (  # pylint: disable=protected-access
-                   2 * step)
+    numeric = (bandmf_reference.error_and_gradient(c + step * direction,
+                                                   mean)[0] -
+               bandmf_reference.error_and_gradient(c - step * direction,
+                                                   mean)[0]) / (2 * step)
     self.assertAlmostEqual(float(np.sum(gradient * direction)), numeric,
                            delta=1e-5 * max(1.0, abs(numeric)))
+
+  @parameterized.parameters(
+      (1, 1, 'mean'), (7, 3, 'mean'), (7, 3, 'power'), (60, 1, 'mean'),
+      (64, 64, 'mean'), (130, 5, 'power'), (150, 70, 'mean'),
+      (200, 130, 'power'))
+  def test_band_gradient_equals_the_dense_reference(self, rounds, bands,
+                                                    reduction):
+    # Blocks of max(b, 64) columns: T below, at and past a block, b past it.
+    rng = np.random.default_rng(rounds + bands)
+    c = random_banded(rng, rounds, bands)
+    reduction = (bandmf._mean_reduction if reduction == 'mean' else  # pylint: disable=protected-access
+                 bandmf._power_mean_reduction(16.0))  # pylint: disable=protected-access
+    loss, gradient = bandmf._error_and_gradient(c, bands, reduction)  # pylint: disable=protected-access
+    want_loss, want = bandmf_reference.error_and_gradient(c, reduction)
+    self.assertAlmostEqual(loss, want_loss, delta=1e-12 * want_loss)
+    band = np.tri(rounds, dtype=bool) & ~np.tri(rounds, k=-bands, dtype=bool)
+    np.testing.assert_allclose(gradient[band], want[band], rtol=1e-9,
+                               atol=1e-12 * np.max(np.abs(want[band])))
+    self.assertTrue(np.all(gradient[~band] == 0.0))
 
   def test_initial_strategy_is_jax_privacys_default(self):
     c = bandmf.initial_strategy(6, 3)
@@ -241,17 +264,20 @@ class OptimizerTest(parameterized.TestCase):
     np.testing.assert_allclose(np.linalg.norm(c, axis=0), 1.0, rtol=1e-12)
 
   def test_power_mean_gradient_against_finite_differences(self):
+    # The fast gradient, along directions in the band (C's variables).
     rng = np.random.default_rng(7)
     c = random_banded(rng, 7, 3)
     reduction = bandmf._power_mean_reduction(16.0)  # pylint: disable=protected-access
-    loss, gradient = bandmf._error_and_gradient(c, reduction)  # pylint: disable=protected-access
+    loss, gradient = bandmf._error_and_gradient(c, 3, reduction)  # pylint: disable=protected-access
     errors = bandmf.prefix_sum_errors(c)
     self.assertAlmostEqual(loss, np.mean(errors**16)**(1 / 16),
                            delta=1e-9 * loss)
     direction = np.tril(rng.normal(size=c.shape))
+    direction[np.tril_indices(7, -3)] = 0.0
     step = 1e-6
-    numeric = (bandmf._error_and_gradient(c + step * direction, reduction)[0]  # pylint: disable=protected-access
-               - bandmf._error_and_gradient(c - step * direction,  # pylint: disable=protected-access
+    numeric = (bandmf._error_and_gradient(c + step * direction, 3,  # pylint: disable=protected-access
+                                          reduction)[0]
+               - bandmf._error_and_gradient(c - step * direction, 3,  # pylint: disable=protected-access
                                             reduction)[0]) / (2 * step)
     self.assertAlmostEqual(float(np.sum(gradient * direction)), numeric,
                            delta=1e-5 * max(1.0, abs(numeric)))
