@@ -267,8 +267,8 @@ def _error_and_gradient(c: np.ndarray, bands: int,
   """
   rounds = c.shape[0]
   inverse, info = scipy.linalg.lapack.dtrtri(c, lower=1)
-  if info > 0:   # A zero on the diagonal: C is singular.
-    inverse = np.full((rounds, rounds), np.inf)
+  if info > 0:   # A zero on the diagonal: C is singular, its error infinite.
+    return np.inf, np.zeros((rounds, rounds))
   b = np.cumsum(inverse, axis=0)
   loss, weights = reduction(np.sum(b * b, axis=1))
   at_wb = np.cumsum((weights[:, np.newaxis] * b)[::-1], axis=0)[::-1]
