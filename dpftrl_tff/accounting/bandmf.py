@@ -35,7 +35,8 @@ norm 1), its mean and max over t are jax_privacy's
 
 Optimizer (`optimize`): L-BFGS over the band's entries of a
 column-normalized C for the mean squared error, from the banded square
-root of A, with the exact gradient (O(T^3) per step, dense).
+root of A, with the exact gradient (O(T^3) per step, computed only in C's
+band).
 
 The mechanism in training is `aggregators.bandmf` (the noise) and
 `aggregators.mechanisms.bandmf` (its settings and accounting).
@@ -260,10 +261,11 @@ def _error_and_gradient(c: np.ndarray, bands: int,
   gradient w_t in e_t, the gradient in C is G = -2 M^T (A^T W B) M^T, A^T W
   B being the reverse cumulative sums of B's rows weighted by w. M comes
   from LAPACK's triangular inverse, Y = (A^T W B) M^T from a triangular
-  product, and G = -2 M^T Y only in column blocks of the band: about
-  T^3 / 3 + T^3 + 2 T^2 max(b, 64) multiply-adds against 3 T^3 for the
-  dense product (`tests/reference/bandmf_reference.py`, which this equals
-  on the band to rounding).
+  product, and G = -2 M^T Y only in column blocks of s = max(b, 64)
+  columns and s + b - 1 rows: about T^3 / 6 + T^3 / 2 + T^2 (s + b) / 2
+  multiply-adds against 5 T^3 / 2 for the dense product
+  (`tests/reference/bandmf_reference.py`, which this equals on the band to
+  rounding).
   """
   rounds = c.shape[0]
   inverse, info = scipy.linalg.lapack.dtrtri(c, lower=1)

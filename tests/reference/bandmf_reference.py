@@ -5,7 +5,7 @@ For the errors e_t = ||(A C^-1)[t, :]||^2 of the prefix sums (A the T x T
 lower-triangular matrix of ones) reduced to a loss L with gradient w_t in
 e_t, the gradient in C is G = -2 M^T (A^T W B) M^T, with M = C^-1 from a
 triangular solve against the identity, B = A M and W = diag(w), every
-product dense (about 3 T^3 multiply-adds), every entry of G computed.
+product dense (about 5 T^3 / 2 multiply-adds), every entry of G computed.
 """
 
 import numpy as np
