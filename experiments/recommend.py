@@ -13,6 +13,7 @@ planned launch (--population, --launch_rounds, --target_epsilon):
   3. raise report goal and noise together to the privacy target, capped at
      --max_report_goal (then more noise, with a warning);
   4. the timer that brings MinS near the population's cap;
+  2. again at the launch's noise per client if 3 capped the report goal;
   7. the launch's privacy report, to be redone from what the launch observes.
 
   python -m experiments.recommend --cache_dir=corpora/git \

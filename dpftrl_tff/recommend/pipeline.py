@@ -119,16 +119,10 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
       print_fn(f'  the budget ({request.budget_minutes:g} min) is spent: no '
                f'larger noise multiplier is tried')
       break
-    row = search.simulate(
-        f'z{z:g}_{tuned}', search.simulation_flags(
-            aggregator='dp_ftrl', client_lr=best['client_lr'],
-            server_lr=best['server_lr'], noise_multiplier=z,
-            clip_norm=clip),
-        stage='noise', client_lr=best['client_lr'],
-        server_lr=best['server_lr'], noise_multiplier=z, clip_norm=clip)
+    row = _dp_ftrl_run(search, f'z{z:g}_{tuned}', stage='noise', best=best,
+                       clip_norm=clip, noise_multiplier=z)
     noise_rows.append(row)
-    if not (row.get('accuracy') is not None and
-            row['accuracy'] >= target.value):
+    if not policy.meets_target(row, target.value):
       break
   chosen = policy.largest_noise(noise_rows, target.value)
   meets_utility = chosen is not None
@@ -149,14 +143,60 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
       seed=request.seed, progress=lambda text: print_fn(f'  {text}'),
       cache=launch_lib.SimulationCache(os.path.join(
           request.output_dir, TIMER_SIMULATIONS_FILE)))
+  launch_row = None
+  if meets_utility and plan.capped:
+    launch_row = _simulate_launch_noise(
+        search, plan, name=tuned, best=best, clip_norm=clip,
+        target=target.value, print_fn=print_fn)
   result = report_lib.build(
       request=request, budget=budget, search=search, lr_rows=lr_rows,
       best=best, clip_norm=clip, no_dp=no_dp, unigram=unigram,
       target=target, noise_rows=noise_rows, chosen=chosen,
-      meets_utility=meets_utility, plan=plan,
+      meets_utility=meets_utility, plan=plan, launch_noise_row=launch_row,
       least_noise_per_client=noise_per_client,
       clipped_count_stddev=count_stddev,
       stopped_by_budget=stopped_by_budget)
   report_lib.write(request.output_dir, result, plan=plan)
   return result
 
+
+
+def _dp_ftrl_run(search, name, *, stage, best, clip_norm, noise_multiplier):
+  """Practice 2's run: DP-FTRL at the tuned learning rates and fixed clip."""
+  return search.simulate(
+      name, search.simulation_flags(
+          aggregator='dp_ftrl', client_lr=best['client_lr'],
+          server_lr=best['server_lr'], noise_multiplier=noise_multiplier,
+          clip_norm=clip_norm),
+      stage=stage, client_lr=best['client_lr'], server_lr=best['server_lr'],
+      noise_multiplier=noise_multiplier, clip_norm=clip_norm)
+
+
+def _simulate_launch_noise(search, plan, *, name, best, clip_norm, target,
+                           print_fn=print):
+  """Practice 2 at the launch's own noise per client, when practice 3
+  capped the report goal and raised the noise above the simulated.
+
+  The run takes z = (launch z / launch report goal) x m, rounded up at 6
+  significant digits (so it has at least the launch's noise per client),
+  with practice 2's learning rates and clip. Returns its row, or None when
+  the budget is spent (the launch's utility is then not shown).
+  """
+  m_sim = search.request.clients_per_round
+  z = policy.round_up(plan.noise_multiplier / plan.report_goal * m_sim, 6)
+  if search.over_budget():
+    print_fn(f'  the budget ({search.request.budget_minutes:g} min) is '
+             f'spent: the launch\'s noise per client is not simulated')
+    return None
+  print_fn(f'Practice 2 at the launch\'s noise: its report goal is capped at '
+           f'{plan.report_goal} with z / m = '
+           f'{plan.noise_multiplier / plan.report_goal:.4g}, more than the '
+           f'chosen simulation\'s; z = {z:g} at {m_sim} clients a round')
+  search.simulations_total = max(search.simulations_total,
+                                 search.simulations_done + 1)
+  row = _dp_ftrl_run(search, f'launch_z{z:g}_{name}', stage='launch_noise',
+                     best=best, clip_norm=clip_norm, noise_multiplier=z)
+  print_fn(f'  {report_lib.percent(row.get("accuracy"))} against the target '
+           f'{report_lib.percent(target)}: '
+           f'{"met" if policy.meets_target(row, target) else "NOT met"}')
+  return row

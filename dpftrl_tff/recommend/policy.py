@@ -96,10 +96,15 @@ def largest_noise(results: Sequence[Dict], target: float) -> Optional[Dict]:
   """
   chosen = None
   for r in sorted(results, key=lambda r: r['noise_multiplier']):
-    if not (_finite(r.get('accuracy')) and r['accuracy'] >= target):
+    if not meets_target(r, target):
       break
     chosen = r
   return chosen
+
+
+def meets_target(result: Dict, target: float) -> bool:
+  """Whether a run's accuracy is finite and at least `target`."""
+  return _finite(result.get('accuracy')) and result['accuracy'] >= target
 
 
 @dataclasses.dataclass(frozen=True)

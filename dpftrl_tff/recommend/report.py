@@ -18,6 +18,7 @@ from dpftrl_tff import participation
 from dpftrl_tff import strict_json
 from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.recommend import launch as launch_lib
+from dpftrl_tff.recommend import policy
 from dpftrl_tff.run import run_directory
 
 SIMULATION_FLAGFILE = 'simulation.flags'
@@ -31,9 +32,18 @@ def _strip(row: Dict) -> Dict:
 def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           unigram, target, noise_rows, chosen, meets_utility, plan,
           least_noise_per_client, clipped_count_stddev,
-          stopped_by_budget=False) -> Dict:
-  """recommendation.json's content."""
+          stopped_by_budget=False, launch_noise_row=None) -> Dict:
+  """recommendation.json's content.
+
+  `launch_noise_row`: the run at the launch's noise per client when the
+  report goal is capped (`pipeline._simulate_launch_noise`); when it meets
+  the target it is the recommended simulation, the launch's utility shown.
+  """
   out = os.path.abspath(request.output_dir)
+  launch_met = (launch_noise_row is not None and
+                policy.meets_target(launch_noise_row, target.value))
+  if launch_met:
+    chosen = launch_noise_row
   privacy = plan.privacy
   sim_noise_per_client = chosen['noise_multiplier'] / request.clients_per_round
   launch_noise_per_client = plan.noise_multiplier / plan.report_goal
@@ -58,9 +68,11 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           beats_unigram_by=(None if chosen.get('accuracy') is None else
                             chosen['accuracy'] - unigram)),
       utility_target=target.value, utility_target_rule=target.rule,
-      # Met in simulation, and the launch keeps the simulated noise per
-      # client (a capped report goal adds noise the simulation did not see).
-      meets_utility_target=bool(meets_utility and not plan.capped),
+      # Met in simulation at the launch's noise per client: the simulated
+      # one, or for a capped report goal (more noise per client than
+      # practice 2 chose) a run at the launch's.
+      meets_utility_target=bool(meets_utility and
+                                (not plan.capped or launch_met)),
       meets_utility_target_in_simulation=bool(meets_utility),
       launch=dict(
           flagfile=os.path.join(out, LAUNCH_FLAGFILE),
@@ -90,6 +102,8 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
       learning_rate_runs=[_strip(r) for r in lr_rows],
       no_dp_run=_strip(no_dp),
       noise_runs=[_strip(r) for r in noise_rows],
+      launch_noise_run=(None if launch_noise_row is None else
+                        _strip(launch_noise_row)),
       timer_simulations=[
           {k: s[k] for k in ('report_goal', 'timer_hours',
                              'observed_min_separation',
@@ -100,7 +114,8 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
       report_goal_curve=plan.report_goal_curve,
       simulation_flags=list(chosen['flags']),
       suggestions=_suggestions(chosen, unigram, target, meets_utility, plan,
-                               budget, stopped_by_budget))
+                               budget, stopped_by_budget,
+                               launch_noise_row=launch_noise_row))
 
 
 # A launch the timer model takes longer than this for gets a suggestion
@@ -109,7 +124,7 @@ LONG_LAUNCH_DAYS = 30
 
 
 def _suggestions(chosen, unigram, target, meets_utility, plan, budget,
-                 stopped_by_budget) -> List[str]:
+                 stopped_by_budget, launch_noise_row=None) -> List[str]:
   out = []
   if stopped_by_budget:
     out.append('The budget ran out during the noise search: a larger noise '
@@ -127,10 +142,17 @@ def _suggestions(chosen, unigram, target, meets_utility, plan, budget,
                'at the least noise the privacy target allows: a larger '
                'report goal (--max_report_goal), a larger privacy target, '
                'pretraining or more rounds.')
-  if plan.capped:
+  if plan.capped and meets_utility and launch_noise_row is None:
     out.append('The report goal is capped: the launch needs more noise per '
                'client than was simulated; simulate at its z / m before '
-               'launching, or allow a larger report goal.')
+               'launching (a larger --budget_minutes does it here), or '
+               'allow a larger report goal.')
+  elif (plan.capped and launch_noise_row is not None and
+        not policy.meets_target(launch_noise_row, target.value)):
+    out.append('The report goal is capped, and the run at the launch\'s '
+               'noise per client misses the utility target: a larger report '
+               'goal (--max_report_goal, at most the devices active a day), '
+               'a larger target epsilon or fewer launch rounds.')
   if plan.simulated_days > LONG_LAUNCH_DAYS or plan.short_rounds:
     out.append(
         f'In the timer model the launch takes {plan.simulated_days:.0f} days'
@@ -223,11 +245,14 @@ def utility_verdict(result: Dict) -> str:
     return f'meets the utility target {target}'
   if result['meets_utility_target_in_simulation']:
     sim, launch = result['simulation'], result['launch']
+    run = result.get('launch_noise_run')
     return (f'meets the utility target {target} in simulation, but NOT at '
             f'the launch\'s noise: its report goal is capped at '
             f'{launch["report_goal"]} with z / m = '
             f'{launch["noise_per_client"]:.4g}, more than the simulated '
-            f'{sim["noise_per_client"]:.4g}')
+            f'{sim["noise_per_client"]:.4g}' +
+            ('; not simulated (the budget was spent)' if run is None else
+             f'; simulated at it: {percent(run.get("accuracy"))}'))
   return f'does NOT meet the utility target {target}'
 
 
@@ -259,7 +284,8 @@ def _figures(output_dir: str, result: Dict) -> Dict[str, str]:
           'unigram_accuracy'])],
       title='Practice 6: learning rates (adaptive clipping)',
       ylabel='eval in-vocab accuracy %')
-  noise = [r for r in result['noise_runs'] if r.get('accuracy') is not None]
+  noise = [r for r in result['noise_runs'] + [result.get('launch_noise_run')]
+           if r and r.get('accuracy') is not None]
   m = result['simulation']['clients_per_round']
   figures['noise'] = 'noise.png'
   plotting.choice_plot(
@@ -387,6 +413,17 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
     lines.append(f'| {r["noise_multiplier"]:g} | '
                  f'{r["noise_multiplier"] / sim["clients_per_round"]:.4g} | '
                  f'{percent(r.get("accuracy"))} |')
+  run = result.get('launch_noise_run')
+  if run:
+    lines += ['', f'The launch\'s report goal is capped (section 5), which '
+              f'gives it more noise per client than the largest z that met '
+              f'the target; a run at its noise per client, z = '
+              f'{run["noise_multiplier"]:g} (z / m = '
+              f'{run["noise_multiplier"] / sim["clients_per_round"]:.4g}), '
+              f'gave {percent(run.get("accuracy"))}: '
+              + ('it meets the target and is the recommended simulation.'
+                 if result['meets_utility_target'] else
+                 'it does NOT meet the target.')]
   lines += ['', f'![noise]({figures["noise"]})', '',
             '## 5. Report goal and noise (practice 3)',
             f'{launch["reason"]}.', '',
