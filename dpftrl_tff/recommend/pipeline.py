@@ -160,7 +160,6 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
   return result
 
 
-
 def _dp_ftrl_run(search, name, *, stage, best, clip_norm, noise_multiplier):
   """Practice 2's run: DP-FTRL at the tuned learning rates and fixed clip."""
   return search.simulate(
