@@ -115,7 +115,8 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
       simulation_flags=list(chosen['flags']),
       suggestions=_suggestions(chosen, unigram, target, meets_utility, plan,
                                budget, stopped_by_budget,
-                               launch_noise_row=launch_noise_row))
+                               launch_noise_row=launch_noise_row,
+                               launch_met=launch_met))
 
 
 # A launch the timer model takes longer than this for gets a suggestion
@@ -124,7 +125,8 @@ LONG_LAUNCH_DAYS = 30
 
 
 def _suggestions(chosen, unigram, target, meets_utility, plan, budget,
-                 stopped_by_budget, launch_noise_row=None) -> List[str]:
+                 stopped_by_budget, launch_noise_row=None,
+                 launch_met=False) -> List[str]:
   out = []
   if stopped_by_budget:
     out.append('The budget ran out during the noise search: a larger noise '
@@ -142,17 +144,16 @@ def _suggestions(chosen, unigram, target, meets_utility, plan, budget,
                'at the least noise the privacy target allows: a larger '
                'report goal (--max_report_goal), a larger privacy target, '
                'pretraining or more rounds.')
-  if plan.capped and meets_utility and launch_noise_row is None:
-    out.append('The report goal is capped: the launch needs more noise per '
-               'client than was simulated; simulate at its z / m before '
-               'launching (a larger --budget_minutes does it here), or '
-               'allow a larger report goal.')
-  elif (plan.capped and launch_noise_row is not None and
-        not policy.meets_target(launch_noise_row, target.value)):
-    out.append('The report goal is capped, and the run at the launch\'s '
-               'noise per client misses the utility target: a larger report '
-               'goal (--max_report_goal, at most the devices active a day), '
-               'a larger target epsilon or fewer launch rounds.')
+  if plan.capped and meets_utility and not launch_met:
+    out.append(
+        'The report goal is capped: the launch needs more noise per client '
+        'than was simulated; simulate at its z / m before launching (a '
+        'larger --budget_minutes does it here), or allow a larger report '
+        'goal.' if launch_noise_row is None else
+        'The report goal is capped, and the run at the launch\'s noise per '
+        'client misses the utility target: a larger report goal '
+        '(--max_report_goal, at most the devices active a day), a larger '
+        'target epsilon or fewer launch rounds.')
   if plan.simulated_days > LONG_LAUNCH_DAYS or plan.short_rounds:
     out.append(
         f'In the timer model the launch takes {plan.simulated_days:.0f} days'
