@@ -278,6 +278,32 @@ class UtilityVerdictTest(parameterized.TestCase):
     self.assertIn(f'. It {sentence}', markdown)
     self.assertEqual(markdown.count('utility target 15.00%'), 1)
     self.assertEqual(report.utility_verdict(result) + '.', sentence)
+    # What the verdict rests on: one run each, and its margin in points.
+    self.assertIn('- **One run each.** Every accuracy here is one '
+                  'simulation with one seed', markdown)
+    self.assertIn(f'The recommended simulation is '
+                  f'{100 * (accuracy - 0.15):+.2f} points from the '
+                  f'target. Runs', markdown)
+
+  def test_one_run_caveat_names_the_nearest_miss_and_no_nan(self):
+    result = self._result(accuracy=0.18, capped=False)   # z = 0.5.
+    result['noise_runs'] = [
+        dict(noise_multiplier=0.5, accuracy=0.18),
+        dict(noise_multiplier=1.0, accuracy=0.16),
+        dict(noise_multiplier=2.0, accuracy=0.149),
+        dict(noise_multiplier=4.0, accuracy=0.10),
+        dict(noise_multiplier=8.0, accuracy=float('nan'))]
+    result['launch_noise_run'] = dict(noise_multiplier=2.5, accuracy=0.13)
+    text = report.one_run_caveat(result)
+    self.assertIn('The recommended simulation is +3.00 points from the '
+                  'target, and the nearest run below it, at z = 2, is -0.10 '
+                  'points.',
+                  text)
+    self.assertNotIn('nan', text.lower())
+    result['simulation']['eval_accuracy'] = None
+    self.assertIn('The recommended simulation has accuracy none (diverged '
+                  'or failed), and the nearest run below it',
+                  report.one_run_caveat(result))
 
 
 class PretrainFlagsTest(absltest.TestCase):
