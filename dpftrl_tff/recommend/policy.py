@@ -36,11 +36,20 @@ TIMER_MIN_SEP_SHARE = 0.9
 VALUE_NOISE_INFLATION = 1.05
 
 
+# Where a utility target comes from: the user, a share of the no-DP run's
+# accuracy, or the unigram baseline plus a margin (no run).
+TARGET_SOURCES = ('given', 'no_dp_share', 'unigram_floor')
+
+
 @dataclasses.dataclass(frozen=True)
 class UtilityTarget:
   value: float
   rule: str
-  given: bool
+  source: str   # One of TARGET_SOURCES.
+
+  @property
+  def given(self) -> bool:
+    return self.source == 'given'
 
 
 def utility_target(*, no_dp_accuracy: float, unigram_accuracy: float,
@@ -55,7 +64,7 @@ def utility_target(*, no_dp_accuracy: float, unigram_accuracy: float,
   """
   if given is not None:
     return UtilityTarget(given, f'given: in-vocab accuracy >= {given:.2%}',
-                         True)
+                         'given')
   share = fraction * no_dp_accuracy
   floor = unigram_accuracy + margin
   value = max(share, floor)
@@ -65,7 +74,7 @@ def utility_target(*, no_dp_accuracy: float, unigram_accuracy: float,
       value, f'max({fraction:g} x the no-DP accuracy at the same learning '
       f'rates and rounds ({no_dp_accuracy:.2%}), the unigram baseline '
       f'({unigram_accuracy:.2%}) + {100 * margin:g} points) = {value:.2%}: '
-      f'{which}', False)
+      f'{which}', 'no_dp_share' if share >= floor else 'unigram_floor')
 
 
 def best_learning_rates(results: Sequence[Dict]) -> Dict:

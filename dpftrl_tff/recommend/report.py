@@ -68,6 +68,7 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           beats_unigram_by=(None if chosen.get('accuracy') is None else
                             chosen['accuracy'] - unigram)),
       utility_target=target.value, utility_target_rule=target.rule,
+      utility_target_source=target.source,
       # Met in simulation at the launch's noise per client: the simulated
       # one, or for a capped report goal (more noise per client than
       # practice 2 chose) a run at the launch's.
@@ -286,11 +287,16 @@ def one_run_caveat(result: Dict) -> str:
     margin += (f', and the nearest run below it, at z = '
                f'{miss["noise_multiplier"]:g}, is '
                f'{_points(miss["accuracy"], target)}')
+  source = {
+      'given': 'the target was given (`--utility_target`)',
+      'no_dp_share': 'the target is a share of one run without noise',
+      'unigram_floor': 'the target is the unigram baseline plus a margin',
+  }[result['utility_target_source']]
   return (
       'Every accuracy here is one simulation with one seed (`--seed`: '
       'client sampling, shuffling and any weights not pretrained; the DP '
-      'noise is drawn from the operating system), and the target comes from '
-      f'one run without noise. The recommended simulation {margin}. Runs '
+      f'noise is drawn from the operating system), and {source}. The '
+      f'recommended simulation {margin}. Runs '
       'that differ only in their seed have spread by several points on '
       f'small corpora ({SEEN_SEED_SPREAD}, docs/recommend.md), so a margin '
       'of that size is not settled by one run: repeat the runs nearest the '

@@ -39,12 +39,14 @@ class UtilityTargetTest(absltest.TestCase):
                               fraction=0.9, margin=0.01)
     self.assertAlmostEqual(t.value, 0.18)
     self.assertFalse(t.given)
+    self.assertEqual(t.source, 'no_dp_share')
     self.assertIn('the share', t.rule)
 
   def test_never_below_the_unigram_baseline_plus_margin(self):
     t = policy.utility_target(no_dp_accuracy=0.06, unigram_accuracy=0.05,
                               fraction=0.9, margin=0.01)
     self.assertAlmostEqual(t.value, 0.06)
+    self.assertEqual(t.source, 'unigram_floor')
     self.assertIn('unigram floor', t.rule)
 
   def test_given_target_wins(self):
@@ -52,6 +54,7 @@ class UtilityTargetTest(absltest.TestCase):
                               fraction=0.9, margin=0.01, given=0.1)
     self.assertEqual(t.value, 0.1)
     self.assertTrue(t.given)
+    self.assertEqual(t.source, 'given')
 
 
 class LearningRatesTest(absltest.TestCase):
@@ -253,7 +256,8 @@ class UtilityVerdictTest(parameterized.TestCase):
                       noise_multiplier=0.5, final_clip_norm=1.0)],
         best=dict(client_lr=0.5, server_lr=1.0), clip_norm=1.0,
         no_dp=dict(accuracy=0.2), unigram=0.05,
-        target=ns(value=0.15, rule='the rule'), noise_rows=[chosen],
+        target=ns(value=0.15, rule='the rule', source='no_dp_share'),
+        noise_rows=[chosen],
         chosen=chosen, meets_utility=accuracy >= 0.15, plan=plan,
         least_noise_per_client=0.025, clipped_count_stddev=1.0)
 
@@ -300,10 +304,18 @@ class UtilityVerdictTest(parameterized.TestCase):
                   'points.',
                   text)
     self.assertNotIn('nan', text.lower())
+    self.assertIn('and the target is a share of one run without noise.',
+                  text)
     result['simulation']['eval_accuracy'] = None
     self.assertIn('The recommended simulation has accuracy none (diverged '
                   'or failed), and the nearest run below it',
                   report.one_run_caveat(result))
+    for source, words in (('given', 'the target was given '
+                           '(`--utility_target`).'),
+                          ('unigram_floor', 'the target is the unigram '
+                           'baseline plus a margin.')):
+      result['utility_target_source'] = source
+      self.assertIn(words, report.one_run_caveat(result))
 
 
 class PretrainFlagsTest(absltest.TestCase):
