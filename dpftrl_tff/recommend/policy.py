@@ -47,6 +47,11 @@ class UtilityTarget:
   rule: str
   source: str   # One of TARGET_SOURCES.
 
+  def __post_init__(self):
+    if self.source not in TARGET_SOURCES:
+      raise ValueError(f'utility target source {self.source!r} is unknown; '
+                       f'allowed: {", ".join(TARGET_SOURCES)}.')
+
   @property
   def given(self) -> bool:
     return self.source == 'given'
@@ -86,7 +91,7 @@ def best_learning_rates(results: Sequence[Dict]) -> Dict:
   go to the smaller client then server learning rate (the safer one).
   Raises ValueError if no run learned anything.
   """
-  finished = [r for r in results if _finite(r.get('accuracy'))]
+  finished = [r for r in results if finite(r.get('accuracy'))]
   if not finished:
     raise ValueError('every learning-rate run diverged or failed: no '
                      'learning rate to recommend.')
@@ -113,7 +118,7 @@ def largest_noise(results: Sequence[Dict], target: float) -> Optional[Dict]:
 
 def meets_target(result: Dict, target: float) -> bool:
   """Whether a run's accuracy is finite and at least `target`."""
-  return _finite(result.get('accuracy')) and result['accuracy'] >= target
+  return finite(result.get('accuracy')) and result['accuracy'] >= target
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,5 +258,7 @@ def noise_grid(base: float, factors: Sequence[float]) -> List[float]:
   return sorted({float(f'{base * f:.4g}') for f in factors})
 
 
-def _finite(value) -> bool:
+def finite(value) -> bool:
+  """Whether `value` is a finite number (an accuracy that is not None, NaN
+  or infinite)."""
   return isinstance(value, (int, float)) and math.isfinite(value)

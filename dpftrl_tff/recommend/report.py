@@ -9,7 +9,6 @@
   *.png                 the figures.
 """
 
-import math
 import os
 from typing import Dict, List
 
@@ -228,7 +227,7 @@ def launch_flagfile(result: Dict) -> str:
 
 def percent(value) -> str:
   """An accuracy in percent; never a number for a missing or NaN one."""
-  if not isinstance(value, (int, float)) or not math.isfinite(value):
+  if not policy.finite(value):
     return 'none (diverged or failed)'
   return f'{100 * value:.2f}%'
 
@@ -273,15 +272,15 @@ def one_run_caveat(result: Dict) -> str:
   target = result['utility_target']
   sim = result['simulation']
   accuracy = sim['eval_accuracy']
-  finite = lambda v: isinstance(v, (int, float)) and math.isfinite(v)
   margin = (f'is {_points(accuracy, target)} from the target'
-            if finite(accuracy) else
+            if policy.finite(accuracy) else
             f'has accuracy {percent(accuracy)}')
   runs = result['noise_runs'] + [r for r in [result.get('launch_noise_run')]
                                  if r]
   misses = [r for r in runs   # Other runs than the recommended one.
             if r['noise_multiplier'] != sim['noise_multiplier'] and
-            finite(r.get('accuracy')) and r['accuracy'] < target]
+            policy.finite(r.get('accuracy')) and
+            not policy.meets_target(r, target)]
   if misses:
     miss = max(misses, key=lambda r: r['accuracy'])
     margin += (f', and the nearest run below it, at z = '
@@ -300,9 +299,10 @@ def one_run_caveat(result: Dict) -> str:
       'that differ only in their seed have spread by several points on '
       f'small corpora ({SEEN_SEED_SPREAD}, docs/recommend.md), so a margin '
       'of that size is not settled by one run: repeat the runs nearest the '
-      'target with other seeds (another `--seed` and `--experiment_name` '
-      f'after `--flagfile={SIMULATION_FLAGFILE}`) before relying on the '
-      'verdict.')
+      'target with other seeds before relying on the verdict '
+      f'(`run_stackoverflow --flagfile={SIMULATION_FLAGFILE}` with another '
+      '`--seed` and `--experiment_name`, and another run\'s '
+      '`--noise_multiplier`).')
 
 
 def launch_duration(launch: Dict) -> str:
