@@ -62,6 +62,7 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           initial_weights=search.pretrained_dir,
           eval_accuracy=chosen.get('accuracy'),
           eval_top3_accuracy=chosen.get('top3_accuracy'),
+          noise_seed=chosen.get('noise_seed'),
           unigram_accuracy=unigram,
           no_dp_accuracy=no_dp.get('accuracy'),
           beats_unigram_by=(None if chosen.get('accuracy') is None else
@@ -291,10 +292,14 @@ def one_run_caveat(result: Dict) -> str:
       'no_dp_share': 'the target is a share of one run without noise',
       'unigram_floor': 'the target is the unigram baseline plus a margin',
   }[result['utility_target_source']]
+  noise = ('the DP noise is drawn from the operating system'
+           if sim.get('noise_seed') is None else
+           f'the DP noise is fixed by --noise_seed={sim["noise_seed"]}, '
+           'given after `--`: predictable, as in tests')
   return (
       'Every accuracy here is one simulation with one seed (`--seed`: '
-      'client sampling, shuffling and any weights not pretrained; the DP '
-      f'noise is drawn from the operating system), and {source}. The '
+      f'client sampling, shuffling and any weights not pretrained; {noise}'
+      f'), and {source}. The '
       f'recommended simulation {margin}. Runs '
       'that differ only in their seed have spread by several points on '
       f'small corpora ({SEEN_SEED_SPREAD}, docs/recommend.md), so a margin '

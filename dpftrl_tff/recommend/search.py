@@ -29,6 +29,7 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from dpftrl_tff.data import public_corpus
+from dpftrl_tff.privacy import privacy_report
 from dpftrl_tff.recommend import launch as launch_lib
 from dpftrl_tff.run import progress as progress_lib
 from dpftrl_tff.run import run_directory
@@ -284,6 +285,10 @@ class Search:
           unigram_accuracy=summary.get('unigram_baseline_accuracy'),
           diverged=False, rounds=summary.get('rounds'),
           exploded=bool(summary.get('training_loss_explosion')),
+          # A --noise_seed after recommend's -- fixes the noise (the run
+          # says so in its summary): None, the noise came from the OS.
+          noise_seed=(summary.get(privacy_report.UNPREDICTABLE_NOISE_KEY)
+                      or {}).get('noise_seed'),
           curve=[list(p) for p in zip(*run_directory.read_metric(run_path))],
           final_clip_norm=_final_clip(run_path))
     return row

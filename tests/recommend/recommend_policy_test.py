@@ -316,6 +316,30 @@ class UtilityVerdictTest(parameterized.TestCase):
                            'baseline plus a margin.')):
       result['utility_target_source'] = source
       self.assertIn(words, report.one_run_caveat(result))
+    self.assertIn('the DP noise is drawn from the operating system',
+                  report.one_run_caveat(result))
+    result['simulation']['noise_seed'] = 3
+    self.assertIn('the DP noise is fixed by --noise_seed=3, given after '
+                  '`--`: predictable, as in tests)',
+                  report.one_run_caveat(result))
+
+  def test_a_runs_fixed_noise_seed_reaches_its_row(self):
+    request = search.Request(
+        cache_dir='/c', output_dir=tempfile.mkdtemp(), population=10**6,
+        launch_rounds=100, target_epsilon=10.0, delta=1e-10,
+        max_report_goal=6500, clients_per_round=20, budget_minutes=1.0)
+    finder = search.Search(request, search.Budget(4, [], [], 10, 0.0, 1.0, []),
+                           print_fn=lambda s: None)
+    for summary, seed in (
+        (dict(final_eval={}, privacy={'epsilon': 1.0}), None),
+        (dict(final_eval={}, privacy=None,
+              privacy_had_noise_been_unpredictable=dict(noise_seed=3)), 3)):
+      with mock.patch.object(search.training_runs, 'run_training',
+                             return_value=summary), \
+          mock.patch.object(search.run_directory, 'read_metric',
+                            return_value=([], [])), \
+          mock.patch.object(search, '_final_clip', return_value=None):
+        self.assertEqual(finder.simulate('z1', [])['noise_seed'], seed)
 
 
 class PretrainFlagsTest(absltest.TestCase):
