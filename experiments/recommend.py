@@ -96,6 +96,13 @@ _MAX_ROUNDS = flags.DEFINE_integer(
 _SEED = flags.DEFINE_integer(
     'seed', 0, 'Seed of the simulations\' model init and client sampling '
     '(their DP noise stays unpredictable).')
+_SEEDS = flags.DEFINE_integer(
+    'seeds', 1, 'Seeds each no-noise and noise simulation runs with '
+    '(--seed, --seed + 1, ...): the utility target and verdict are taken on '
+    'their mean accuracy, and recommendation.md gives each seed\'s and the '
+    'margin\'s standard error. 1: one run each (the most rounds for the '
+    'budget); 3 or more where runs of one setting spread by points (small '
+    'corpora). The learning-rate runs are one seed each.')
 _QUICK = flags.DEFINE_bool('quick', False,
                            'A few rounds of a tiny model (tests).')
 
@@ -140,6 +147,7 @@ def _request(extra_flags) -> search.Request:
   checks.check_int(_PRETRAIN.value, '--pretrain_steps', minimum=0)
   checks.check_int(_MAX_ROUNDS.value, '--max_rounds', minimum=1)
   checks.check_int(_SEED.value, '--seed', minimum=0)
+  checks.check_int(_SEEDS.value, '--seeds', minimum=1)
   timers = [] if _TIMERS.value == ['auto'] else checks.check_positive_list(
       _TIMERS.value, '--timer_hours')
   return search.Request(
@@ -151,7 +159,8 @@ def _request(extra_flags) -> search.Request:
       utility_fraction=_FRACTION.value, utility_margin=_MARGIN.value,
       timer_hours=tuple(sorted(set(timers))) or None,
       pretrain_steps=_PRETRAIN.value, max_rounds=_MAX_ROUNDS.value,
-      seed=_SEED.value, quick=_QUICK.value, extra_flags=tuple(extra_flags))
+      seed=_SEED.value, seeds=_SEEDS.value, quick=_QUICK.value,
+      extra_flags=tuple(extra_flags))
 
 
 def _summary(result) -> str:
@@ -163,8 +172,10 @@ def _summary(result) -> str:
       f'{sim["server_lr"]:g}, {sim["clients_per_round"]} clients a round, '
       f'{sim["rounds"]} rounds: eval in-vocab accuracy '
       f'{pct(sim["eval_accuracy"])} (no noise {pct(sim["no_dp_accuracy"])}, '
-      f'unigram {pct(sim["unigram_accuracy"])}): it '
-      f'{report.utility_verdict(result)}',
+      f'unigram {pct(sim["unigram_accuracy"])}'
+      + (f'; means of {len(sim["seeds"])} seeds'
+         if len(sim['seeds']) > 1 else '') +
+      f'): it {report.utility_verdict(result)}',
       f'Launch: report goal {launch["report_goal"]}, z '
       f'{launch["noise_multiplier"]:.4g}, {launch["rounds"]} rounds, timer '
       f'{participation.format_hours(launch["timer_hours"])}, MinS '

@@ -39,9 +39,10 @@ _SHORTER = {
     'experiments.sweep': (_TRAINING.replace(' --clients_per_round=4', '') +
                           ' --synthetic_train_clients=200'),
     'experiments.plan_launch': '--population=20000 --rounds=60',
+    # Two seeds: each setting's runs and their means, end to end.
     'experiments.recommend': ('--quick --population=20000 '
                               '--launch_rounds=60 --clients_per_round=4 '
-                              '--timer_hours=24'),
+                              '--timer_hours=24 --seeds=2'),
     'experiments.privacy_accountant': '',
     'experiments.audit_mechanism': '--total_rounds=5 --bootstrap=20',
 }

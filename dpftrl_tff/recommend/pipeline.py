@@ -55,9 +55,10 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
   """Runs every stage; returns the recommendation (recommendation.json)."""
   target_zcdp = accounting.zcdp_within_epsilon(request.target_epsilon,
                                             request.delta)
+  public_text = public_corpus.has_public_text(request.cache_dir)
   budget = search_lib.plan_budget(
       request, round_seconds=search_lib.estimate_round_seconds(request),
-      public_text=public_corpus.has_public_text(request.cache_dir))
+      public_text=public_text)
   print_fn('Plan:')
   for line in budget.lines:
     print_fn(f'  {line}')
@@ -97,12 +98,8 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
   # Named by what they depend on: a re-run that chooses other learning
   # rates or clip makes new runs instead of meeting the old ones.
   tuned = f'c{best["client_lr"]:g}_s{best["server_lr"]:g}_C{clip:.4g}'
-  no_dp = search.simulate(
-      f'no_noise_{tuned}', search.simulation_flags(
-          aggregator='dp_ftrl', client_lr=best['client_lr'],
-          server_lr=best['server_lr'], noise_multiplier=0, clip_norm=clip),
-      stage='no_dp', client_lr=best['client_lr'],
-      server_lr=best['server_lr'], noise_multiplier=0.0, clip_norm=clip)
+  no_dp = _dp_ftrl_run(search, f'no_noise_{tuned}', stage='no_dp',
+                       best=best, clip_norm=clip, noise_multiplier=0.0)
   unigram = best.get('unigram_accuracy') or no_dp.get('unigram_accuracy')
   target = policy.utility_target(
       no_dp_accuracy=no_dp.get('accuracy') or 0.0, unigram_accuracy=unigram,
@@ -155,18 +152,23 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
       meets_utility=meets_utility, plan=plan, launch_noise_row=launch_row,
       least_noise_per_client=noise_per_client,
       clipped_count_stddev=count_stddev,
-      stopped_by_budget=stopped_by_budget)
+      stopped_by_budget=stopped_by_budget,
+      minutes_for_seeds=({} if request.seeds > 1 or request.quick else {
+          3: search_lib.minutes_keeping_rounds(
+              request, budget, seeds=3, public_text=public_text)}))
   report_lib.write(request.output_dir, result, plan=plan)
   return result
 
 
 def _dp_ftrl_run(search, name, *, stage, best, clip_norm, noise_multiplier):
-  """Practice 2's run: DP-FTRL at the tuned learning rates and fixed clip."""
-  return search.simulate(
-      name, search.simulation_flags(
+  """Practice 2's setting: DP-FTRL at the tuned learning rates and fixed
+  clip, at each of the request's seeds (`Search.simulate_seeds`: the row
+  holds their mean accuracy)."""
+  return search.simulate_seeds(
+      name, lambda seed: search.simulation_flags(
           aggregator='dp_ftrl', client_lr=best['client_lr'],
           server_lr=best['server_lr'], noise_multiplier=noise_multiplier,
-          clip_norm=clip_norm),
+          clip_norm=clip_norm, seed=seed),
       stage=stage, client_lr=best['client_lr'], server_lr=best['server_lr'],
       noise_multiplier=noise_multiplier, clip_norm=clip_norm)
 
@@ -192,7 +194,8 @@ def _simulate_launch_noise(search, plan, *, name, best, clip_norm, target,
            f'{plan.noise_multiplier / plan.report_goal:.4g}, more than the '
            f'chosen simulation\'s; z = {z:g} at {m_sim} clients a round')
   search.simulations_total = max(search.simulations_total,
-                                 search.simulations_done + 1)
+                                 search.simulations_done +
+                                 search.request.seeds)
   row = _dp_ftrl_run(search, f'launch_z{z:g}_{name}', stage='launch_noise',
                      best=best, clip_norm=clip_norm, noise_multiplier=z)
   print_fn(f'  {report_lib.percent(row.get("accuracy"))} against the target '

@@ -9,6 +9,8 @@ with the reason in words for `recommendation.md`:
                         the unigram baseline plus a margin);
   best_learning_rates   practice 6: the best (client_lr, server_lr) of the
                         small report-goal runs;
+  mean_over_seeds       one setting's runs with different seeds as one
+                        result: the mean accuracy the practices judge it on;
   largest_noise         practice 2: the largest noise multiplier meeting the
                         utility target in the small report-goal runs;
   report_goal           practice 3: the smallest report goal meeting the
@@ -23,6 +25,7 @@ with the reason in words for `recommendation.md`:
 
 import dataclasses
 import math
+import statistics
 from typing import Callable, Dict, List, Optional, Sequence
 
 from dpftrl_tff.accounting import adaptive as adaptive_accounting
@@ -98,6 +101,60 @@ def best_learning_rates(results: Sequence[Dict]) -> Dict:
   stable = [r for r in finished if not r.get('exploded')]
   return max(stable or finished,
              key=lambda r: (r['accuracy'], -r['client_lr'], -r['server_lr']))
+
+
+def mean_over_seeds(runs: Sequence[Dict]) -> Dict:
+  """One setting's runs, which differ only in `--seed`, as one result.
+
+  The first run's keys (its name, flags and noise seed: the run
+  `simulation.flags` names), with `accuracy`, `top3_accuracy` and
+  `unigram_accuracy` the means over the runs, and
+
+    seeds, seed_accuracies   each run's seed and accuracy;
+    accuracy_min, accuracy_max;
+    accuracy_stderr          the standard error of the mean accuracy,
+                             s / sqrt(K) with s the sample standard
+                             deviation of the K accuracies (None for K = 1);
+    diverged, exploded       true if any run's was: a setting is only as
+                             stable as its least stable seed;
+    curve                    the mean curve when every run evaluated at the
+                             same rounds, else the first run's.
+
+  A setting with a run that diverged or failed (accuracy None or not
+  finite) has accuracy and top-3 accuracy None: a mean over the other
+  seeds would hide it. The unigram baseline, the evaluation data's, is the
+  mean of the runs that report it.
+  """
+  if not runs:
+    raise ValueError('a setting needs at least one run.')
+  first = runs[0]
+  out = dict(first)
+  accuracies = [r.get('accuracy') for r in runs]
+  all_finite = all(finite(a) for a in accuracies)
+  for key in ('accuracy', 'top3_accuracy'):
+    values = [r.get(key) for r in runs]
+    out[key] = (statistics.fmean(values) if all_finite and
+                all(finite(v) for v in values) else None)
+  # The baseline is the evaluation data's, whatever the model did.
+  unigram = [r['unigram_accuracy'] for r in runs
+             if finite(r.get('unigram_accuracy'))]
+  out['unigram_accuracy'] = statistics.fmean(unigram) if unigram else None
+  out.update(
+      seeds=[r.get('seed') for r in runs],
+      seed_accuracies=[a if finite(a) else None for a in accuracies],
+      accuracy_min=min(accuracies) if all_finite else None,
+      accuracy_max=max(accuracies) if all_finite else None,
+      accuracy_stderr=(statistics.stdev(accuracies) / math.sqrt(len(runs))
+                       if all_finite and len(runs) > 1 else None),
+      diverged=any(bool(r.get('diverged')) for r in runs),
+      exploded=any(bool(r.get('exploded')) for r in runs))
+  curves = [r.get('curve') or [] for r in runs]
+  rounds = [[p[0] for p in c] for c in curves]
+  if len(runs) > 1 and curves[0] and all(x == rounds[0] for x in rounds) and \
+      all(finite(p[1]) for c in curves for p in c):
+    out['curve'] = [[x, statistics.fmean(c[i][1] for c in curves)]
+                    for i, x in enumerate(rounds[0])]
+  return out
 
 
 def largest_noise(results: Sequence[Dict], target: float) -> Optional[Dict]:

@@ -9,8 +9,9 @@
   *.png                 the figures.
 """
 
+import math
 import os
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from dpftrl_tff import plotting
 from dpftrl_tff import participation
@@ -31,12 +32,15 @@ def _strip(row: Dict) -> Dict:
 def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           unigram, target, noise_rows, chosen, meets_utility, plan,
           least_noise_per_client, clipped_count_stddev,
-          stopped_by_budget=False, launch_noise_row=None) -> Dict:
+          stopped_by_budget=False, launch_noise_row=None,
+          minutes_for_seeds=None) -> Dict:
   """recommendation.json's content.
 
   `launch_noise_row`: the run at the launch's noise per client when the
   report goal is capped (`pipeline._simulate_launch_noise`); when it meets
   the target it is the recommended simulation, the launch's utility shown.
+  `minutes_for_seeds`: {K: the --budget_minutes that keeps these rounds at
+  --seeds=K} (`search.minutes_keeping_rounds`), for the caveat's advice.
   """
   out = os.path.abspath(request.output_dir)
   launch_met = (launch_noise_row is not None and
@@ -63,12 +67,21 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           eval_accuracy=chosen.get('accuracy'),
           eval_top3_accuracy=chosen.get('top3_accuracy'),
           noise_seed=chosen.get('noise_seed'),
+          seeds=chosen.get('seeds') or [request.seed],
+          seed_accuracies=chosen.get('seed_accuracies') or [
+              chosen.get('accuracy')],
+          eval_accuracy_stderr=chosen.get('accuracy_stderr'),
           unigram_accuracy=unigram,
           no_dp_accuracy=no_dp.get('accuracy'),
           beats_unigram_by=(None if chosen.get('accuracy') is None else
                             chosen['accuracy'] - unigram)),
       utility_target=target.value, utility_target_rule=target.rule,
       utility_target_source=target.source,
+      # The target's standard error over the no-noise setting's seeds (a
+      # share of their mean); 0 for a given target or the unigram floor;
+      # None with one seed, or a no-noise seed that diverged.
+      utility_target_stderr=_target_stderr(target, no_dp,
+                                           request.utility_fraction),
       # Met in simulation at the launch's noise per client: the simulated
       # one, or for a capped report goal (more noise per client than
       # practice 2 chose) a run at the launch's.
@@ -93,6 +106,9 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           participation='timer model (simulated, planned; account the real '
           'launch from its observed MinS and MaxP)'),
       budget=dict(minutes=request.budget_minutes,
+                  seeds=request.seeds,
+                  minutes_for_seeds={str(k): v for k, v in
+                                     (minutes_for_seeds or {}).items()},
                   stopped_noise_search=stopped_by_budget,
                   rounds_per_simulation=budget.rounds,
                   estimated_seconds=budget.estimated_seconds,
@@ -118,6 +134,15 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
                                budget, stopped_by_budget,
                                launch_noise_row=launch_noise_row,
                                launch_met=launch_met))
+
+
+def _target_stderr(target, no_dp: Dict, fraction: float) -> Optional[float]:
+  if len(no_dp.get('seeds') or [None]) < 2:
+    return None
+  if target.source != 'no_dp_share':
+    return 0.0
+  stderr = no_dp.get('accuracy_stderr')
+  return None if stderr is None else fraction * stderr
 
 
 # A launch the timer model takes longer than this for gets a suggestion
@@ -195,6 +220,11 @@ def simulation_flagfile(result: Dict) -> str:
   sim, launch = result['simulation'], result['launch']
   lines = ['# The recommended simulation (experiments.recommend): '
            'python -m experiments.run_stackoverflow --flagfile=THIS']
+  if len(sim['seeds']) > 1:
+    lines.append(f'# The run of seed {sim["seeds"][0]}; recommendation.json'
+                 f'\'s accuracy is the mean of seeds {sim["seeds"][0]} to '
+                 f'{sim["seeds"][-1]} (the others: --seed=<s> '
+                 f'--experiment_name=<this name>_seed<s>).')
   lines += result['simulation_flags']
   run_dir = sim['run_dir']
   lines += [f'--root_output_dir={os.path.dirname(run_dir)}',
@@ -267,47 +297,92 @@ def _points(accuracy, target) -> str:
   return f'{100 * (accuracy - target):+.2f} points'
 
 
-def one_run_caveat(result: Dict) -> str:
-  """What the utility verdict rests on: one run per setting, and how far
-  from the target the runs nearest it are, in accuracy points."""
+def seeds_caveat(result: Dict) -> str:
+  """What the utility verdict rests on: how many seeds each setting ran,
+  and how far from the target the settings nearest it are, in accuracy
+  points (with the margin's standard error when there are several
+  seeds)."""
   target = result['utility_target']
   sim = result['simulation']
+  seeds = sim['seeds']
   accuracy = sim['eval_accuracy']
   margin = (f'is {_points(accuracy, target)} from the target'
             if policy.finite(accuracy) else
             f'has accuracy {percent(accuracy)}')
+  stderr = _margin_stderr(result)
+  if len(seeds) > 1:
+    margin += (f' (its seeds: '
+               f'{", ".join(percent(a) for a in sim["seed_accuracies"])}'
+               + ('' if stderr is None else
+                  f'; standard error of the margin {100 * stderr:.2f} '
+                  f'points') + ')')
   runs = result['noise_runs'] + [r for r in [result.get('launch_noise_run')]
                                  if r]
   misses = [r for r in runs   # Other runs than the recommended one.
             if r['noise_multiplier'] != sim['noise_multiplier'] and
             policy.finite(r.get('accuracy')) and
             not policy.meets_target(r, target)]
+  kind = 'run' if len(seeds) == 1 else 'setting'
   if misses:
     miss = max(misses, key=lambda r: r['accuracy'])
-    margin += (f', and the nearest run below it, at z = '
+    margin += (f', and the nearest {kind} below it, at z = '
                f'{miss["noise_multiplier"]:g}, is '
                f'{_points(miss["accuracy"], target)}')
   source = {
       'given': 'the target was given (`--utility_target`)',
-      'no_dp_share': 'the target is a share of one run without noise',
+      'no_dp_share': ('the target is a share of one run without noise'
+                      if len(seeds) == 1 else
+                      'the target is a share of the no-noise setting\'s '
+                      'mean'),
       'unigram_floor': 'the target is the unigram baseline plus a margin',
   }[result['utility_target_source']]
   noise = ('the DP noise is drawn from the operating system'
            if sim.get('noise_seed') is None else
            f'the DP noise is fixed by --noise_seed={sim["noise_seed"]}, '
            'given after `--`: predictable, as in tests')
+  seed_words = ('`--seed`: client sampling, shuffling and any weights not '
+                'pretrained')
+  if len(seeds) == 1:
+    again = result['budget'].get('minutes_for_seeds', {}).get('3')
+    budget = ('' if again is None else
+              f' --budget_minutes={again:g} --max_rounds={sim["rounds"]}')
+    return (
+        f'Every accuracy here is one simulation with one seed ({seed_words}'
+        f'; {noise}), and {source}. The recommended simulation {margin}. '
+        'Runs that differ only in their seed have spread by several points '
+        f'on small corpora ({SEEN_SEED_SPREAD}, docs/recommend.md), so a '
+        'margin of that size is not settled by one run: repeat the runs '
+        'nearest the target with other seeds before relying on the verdict '
+        f'(this command with `--seeds=3{budget}`, which keeps these rounds '
+        'and reuses the finished simulations with the same settings; or '
+        f'`run_stackoverflow --flagfile={SIMULATION_FLAGFILE}` with another '
+        '`--seed` and `--experiment_name`, and another run\'s '
+        '`--noise_multiplier`).')
+  if stderr is None:
+    settled = ('A seed that diverged or failed leaves no mean: the setting '
+               'counts as failed.')
+  elif abs(accuracy - target) < 2 * stderr:
+    settled = (f'The margin is within two standard errors: {len(seeds)} '
+               'seeds do not settle the verdict; more seeds (`--seeds`) '
+               'would.')
+  else:
+    settled = (f'The margin is more than two standard errors (a rough '
+               f'yardstick with {len(seeds)} seeds, not a test).')
   return (
-      'Every accuracy here is one simulation with one seed (`--seed`: '
-      f'client sampling, shuffling and any weights not pretrained; {noise}'
-      f'), and {source}. The '
-      f'recommended simulation {margin}. Runs '
-      'that differ only in their seed have spread by several points on '
-      f'small corpora ({SEEN_SEED_SPREAD}, docs/recommend.md), so a margin '
-      'of that size is not settled by one run: repeat the runs nearest the '
-      'target with other seeds before relying on the verdict '
-      f'(`run_stackoverflow --flagfile={SIMULATION_FLAGFILE}` with another '
-      '`--seed` and `--experiment_name`, and another run\'s '
-      '`--noise_multiplier`).')
+      f'Each no-noise and noise accuracy here is the mean of {len(seeds)} '
+      f'simulations with seeds {seeds[0]} to {seeds[-1]} ({seed_words}; the '
+      f'learning-rate runs are one seed each; {noise}), and {source}. The '
+      f'recommended simulation {margin}. {settled}')
+
+
+def _margin_stderr(result: Dict) -> Optional[float]:
+  """The standard error of (recommended accuracy - target): the two
+  settings' means are of independent runs; None with one seed."""
+  sim_stderr = result['simulation'].get('eval_accuracy_stderr')
+  target_stderr = result.get('utility_target_stderr')
+  if sim_stderr is None or target_stderr is None:
+    return None
+  return math.hypot(sim_stderr, target_stderr)
 
 
 def launch_duration(launch: Dict) -> str:
@@ -382,6 +457,15 @@ def _figures(output_dir: str, result: Dict) -> Dict[str, str]:
   return figures
 
 
+def _seed_list(row: Dict) -> str:
+  return ', '.join(percent(a) for a in row.get('seed_accuracies') or
+                   [row.get('accuracy')])
+
+
+def _seeds_title(seeds) -> str:
+  return 'One run each.' if len(seeds) == 1 else f'Means of {len(seeds)} seeds.'
+
+
 def markdown(result: Dict, figures: Dict[str, str]) -> str:
   """recommendation.md: the steps in order, a figure each, and why."""
   sim, launch = result['simulation'], result['launch']
@@ -398,7 +482,7 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
       f'{percent(sim["eval_top3_accuracy"])}); no DP {percent(sim["no_dp_accuracy"])}'
       f'; unigram baseline {percent(sim["unigram_accuracy"])}. It '
       f'{utility_verdict(result)}.',
-      f'- **One run each.** {one_run_caveat(result)}',
+      f'- **{_seeds_title(sim["seeds"])}** {seeds_caveat(result)}',
       f'- **Launch**: report goal {launch["report_goal"]}, z = '
       f'{launch["noise_multiplier"]:.4g} (z / m = '
       f'{launch["noise_per_client"]:.4g}; simulated '
@@ -459,15 +543,29 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
       f'{percent(sim["no_dp_accuracy"])}.', '',
       f'![learning rates]({figures["learning_rates"]})', '',
       '## 3. The utility target', result['utility_target_rule'] + '.', '',
-      '## 4. Noise (practice 2)',
-      f'DP-FTRL with the fixed clip at {sim["clients_per_round"]} clients a '
-      'round, the noise doubled from the least until a run missed the '
-      'target; the largest z whose run, and every smaller one, met it:', '',
-      '| z | z / m | accuracy |', '| --- | --- | --- |']
-  for r in result['noise_runs']:
+      '## 4. Noise (practice 2)']
+  if len(sim['seeds']) == 1:
+    lines += [
+        f'DP-FTRL with the fixed clip at {sim["clients_per_round"]} clients '
+        'a round, the noise doubled from the least until a run missed the '
+        'target; the largest z whose run, and every smaller one, met it:',
+        '', '| z | z / m | accuracy |', '| --- | --- | --- |']
+    rows = result['noise_runs']
+  else:   # The no-noise setting's seeds too: the target's spread.
+    lines += [
+        f'DP-FTRL with the fixed clip at {sim["clients_per_round"]} clients '
+        f'a round, each setting at {len(sim["seeds"])} seeds, the noise '
+        'doubled from the least until a setting\'s mean accuracy missed the '
+        'target; the largest z whose mean, and every smaller one\'s, met it '
+        '(z = 0: the no-noise setting):', '',
+        f'| z | z / m | mean accuracy | seeds {sim["seeds"][0]} to '
+        f'{sim["seeds"][-1]} |', '| --- | --- | --- | --- |']
+    rows = [result['no_dp_run']] + result['noise_runs']
+  for r in rows:
     lines.append(f'| {r["noise_multiplier"]:g} | '
                  f'{r["noise_multiplier"] / sim["clients_per_round"]:.4g} | '
-                 f'{percent(r.get("accuracy"))} |')
+                 f'{percent(r.get("accuracy"))} |' +
+                 (f' {_seed_list(r)} |' if len(sim['seeds']) > 1 else ''))
   run = result.get('launch_noise_run')
   if run:
     lines += ['', f'The launch\'s report goal is capped (section 5), which '

@@ -26,11 +26,12 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from dpftrl_tff.data import public_corpus
 from dpftrl_tff.privacy import privacy_report
 from dpftrl_tff.recommend import launch as launch_lib
+from dpftrl_tff.recommend import policy
 from dpftrl_tff.run import progress as progress_lib
 from dpftrl_tff.run import run_directory
 from dpftrl_tff.studies import training_runs
@@ -88,6 +89,9 @@ class Request:
   pretrain_steps: int = 2000
   max_rounds: int = 1000
   seed: int = 0
+  # Seeds seed, seed + 1, ... of each no-noise and noise setting: the
+  # practices judge a setting on its runs' mean accuracy.
+  seeds: int = 1
   quick: bool = False
   extra_flags: Sequence[str] = ()
 
@@ -108,10 +112,11 @@ def plan_budget(request: Request, *, round_seconds: float,
                 public_text: bool) -> Budget:
   """Rounds and grids that fit `budget_minutes`, fixed before any run.
 
-  Simulations: the learning-rate grid, one no-DP run and the noise grid
-  (all at the same rounds); around them pretraining, the timer model's
-  simulations and each run's start-up. The grids shrink (noise factors to
-  4, learning rates to 3) before the rounds drop below 100.
+  Simulations: the learning-rate grid (one seed each), the no-DP run and
+  the noise grid at `request.seeds` seeds each (all at the same rounds);
+  around them pretraining, the timer model's simulations and each run's
+  start-up. The grids shrink (noise factors to 4, learning rates to 3)
+  before the rounds drop below 100.
   """
   if request.quick:
     lrs, factors, rounds = LEARNING_RATE_GRID[:2], NOISE_FACTORS[:2], 4
@@ -129,7 +134,7 @@ def plan_budget(request: Request, *, round_seconds: float,
   options = [(len(LEARNING_RATE_GRID), len(NOISE_FACTORS)),
              (6, len(NOISE_FACTORS)), (6, 4), (4, 4), (3, 3)]
   for num_lrs, num_factors in options:
-    runs = num_lrs + 1 + num_factors
+    runs = num_lrs + request.seeds * (1 + num_factors)
     rounds = (budget - fixed - runs * RUN_START_SECONDS) / (
         runs * round_seconds * 1.1)   # 10% for evaluations.
     if rounds >= 100:
@@ -138,12 +143,13 @@ def plan_budget(request: Request, *, round_seconds: float,
   rounds -= rounds % 10 if rounds >= 100 else 0
   lrs = LEARNING_RATE_GRID[:num_lrs]
   factors = NOISE_FACTORS[:num_factors]
-  runs = num_lrs + 1 + num_factors
+  runs = num_lrs + request.seeds * (1 + num_factors)
   estimate = fixed + runs * (RUN_START_SECONDS + 1.1 * rounds * round_seconds)
+  each = (f' at {request.seeds} seeds each' if request.seeds > 1 else '')
   lines = [
       f'{len(lrs)} learning-rate pairs (client, server) with adaptive '
-      f'clipping, 1 run without DP, up to {len(factors)} noise multipliers '
-      f'with DP-FTRL: up to {runs} simulations of {rounds} rounds at '
+      f'clipping, no DP and up to {len(factors)} noise multipliers with '
+      f'DP-FTRL{each}: up to {runs} simulations of {rounds} rounds at '
       f'{request.clients_per_round} clients a round (about '
       f'{round_seconds:.2f} s a round)',
       (f'pretraining: {steps} steps on the public text' if steps else
@@ -158,6 +164,24 @@ def plan_budget(request: Request, *, round_seconds: float,
     lines.append('the budget is too small for 100 rounds a simulation: '
                  'results will be rough (a larger --budget_minutes helps)')
   return Budget(rounds, lrs, factors, steps, estimate, round_seconds, lines)
+
+
+def minutes_keeping_rounds(request: Request, budget: Budget, *, seeds: int,
+                           public_text: bool) -> Optional[float]:
+  """The --budget_minutes (a multiple of 5) at which `plan_budget`, with
+  --seeds=`seeds` and --max_rounds at `budget`'s rounds, plans those
+  rounds again: the runs a re-run at more seeds can reuse. None for
+  --quick (its plan ignores the budget)."""
+  if request.quick:
+    return None
+  for minutes in range(5, 10**7, 5):   # Planned rounds grow with minutes.
+    again = plan_budget(
+        dataclasses.replace(request, seeds=seeds, budget_minutes=minutes,
+                            max_rounds=budget.rounds),
+        round_seconds=budget.round_seconds, public_text=public_text)
+    if again.rounds >= budget.rounds:
+      return float(minutes)
+  return None
 
 
 def estimate_round_seconds(request: Request) -> float:
@@ -213,12 +237,19 @@ class Search:
     self.pretrained_dir = None
     self.started = time.monotonic()
     self.simulations_done = 0
-    self.simulations_total = (len(budget.learning_rates) + 1 +
-                              len(budget.noise_factors))
+    self.simulations_total = (len(budget.learning_rates) + request.seeds *
+                              (1 + len(budget.noise_factors)))
     self.seconds_per_simulation = []
 
   # --- the flags of a simulation -------------------------------------------
-  def base_flags(self) -> List[str]:
+  def seeds(self) -> List[int]:
+    """The seeds of each no-noise and noise setting, the first
+    `request.seed` (the learning-rate runs' and the pretraining's)."""
+    return [self.request.seed + i for i in range(self.request.seeds)]
+
+  def base_flags(self, seed: Optional[int] = None) -> List[str]:
+    """Every simulation's flags, at `seed` (default `request.seed`)."""
+    seed = self.request.seed if seed is None else seed
     flags = [f'--cache_dir={os.path.abspath(self.request.cache_dir)}',
              *BASE_FLAGS, *(QUICK_FLAGS if self.request.quick else ()),
              *self.request.extra_flags,
@@ -226,14 +257,15 @@ class Search:
              f'--total_rounds={self.budget.rounds}',
              f'--rounds_per_eval={max(1, self.budget.rounds // 10)}',
              f'--rounds_per_checkpoint={max(1, self.budget.rounds // 10)}',
-             f'--seed={self.request.seed}']
+             f'--seed={seed}']
     if self.pretrained_dir:
       flags.append(f'--initial_weights={os.path.abspath(self.pretrained_dir)}')
     return flags
 
   def simulation_flags(self, *, aggregator, client_lr, server_lr,
-                       noise_multiplier, clip_norm=None) -> List[str]:
-    flags = self.base_flags() + [
+                       noise_multiplier, clip_norm=None,
+                       seed=None) -> List[str]:
+    flags = self.base_flags(seed) + [
         f'--aggregator={aggregator}', f'--client_lr={client_lr:g}',
         f'--server_lr={server_lr:g}',
         f'--noise_multiplier={noise_multiplier:.6g}']
@@ -292,6 +324,18 @@ class Search:
           curve=[list(p) for p in zip(*run_directory.read_metric(run_path))],
           final_clip_norm=_final_clip(run_path))
     return row
+
+  def simulate_seeds(self, name: str, flags_of: Callable[[int], List[str]],
+                     **described) -> Dict:
+    """Runs (or reuses) one setting at each of `seeds()`; returns their
+    `policy.mean_over_seeds`. The first seed's run is named `name` (as a
+    one-seed recommendation names it, so that it is reused), the others
+    `name`_seed<s>."""
+    runs = []
+    for i, seed in enumerate(self.seeds()):
+      runs.append(self.simulate(name if i == 0 else f'{name}_seed{seed}',
+                                flags_of(seed), seed=seed, **described))
+    return policy.mean_over_seeds(runs)
 
   def pretrain(self) -> Optional[str]:
     """Practice 1: pretraining on the corpus's public text, if any."""

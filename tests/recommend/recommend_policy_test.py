@@ -9,6 +9,7 @@ from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import numpy as np
 
 from dpftrl_tff import accounting
 from dpftrl_tff import strict_json
@@ -102,6 +103,109 @@ class LargestNoiseTest(parameterized.TestCase):
   def test_noise_grid(self):
     self.assertEqual(policy.noise_grid(0.013127, (1, 2, 4)),
                      [0.01313, 0.02625, 0.05251])
+
+
+class MeanOverSeedsTest(absltest.TestCase):
+  """A setting's seeds as one result, against NumPy's mean and std."""
+
+  def _run(self, seed, accuracy, **more):
+    return dict(name=f'z1_seed{seed}', seed=seed, noise_multiplier=1.0,
+                accuracy=accuracy, top3_accuracy=accuracy + 0.1,
+                unigram_accuracy=0.05, diverged=False, exploded=False,
+                curve=[[5, accuracy / 2], [10, accuracy]], flags=[str(seed)],
+                **more)
+
+  def test_means_and_standard_error(self):
+    accs = [0.219, 0.2445, 0.2452]
+    row = policy.mean_over_seeds([self._run(s, a) for s, a in
+                                  enumerate(accs)])
+    self.assertAlmostEqual(row['accuracy'], np.mean(accs), places=15)
+    self.assertAlmostEqual(row['top3_accuracy'], np.mean(accs) + 0.1,
+                           places=15)
+    self.assertAlmostEqual(row['accuracy_stderr'],
+                           np.std(accs, ddof=1) / np.sqrt(3), places=15)
+    self.assertEqual((row['accuracy_min'], row['accuracy_max']),
+                     (min(accs), max(accs)))
+    self.assertEqual(row['seeds'], [0, 1, 2])
+    self.assertEqual(row['seed_accuracies'], accs)
+    np.testing.assert_allclose(row['curve'], [[5, np.mean(accs) / 2],
+                                              [10, np.mean(accs)]])
+    # The first run's name and flags: simulation.flags reruns it.
+    self.assertEqual((row['name'], row['flags']), ('z1_seed0', ['0']))
+    self.assertFalse(row['diverged'] or row['exploded'])
+
+  def test_one_seed_is_the_run_itself(self):
+    run = self._run(0, 0.2187)
+    row = policy.mean_over_seeds([run])
+    self.assertEqual({k: row[k] for k in run}, run)   # Bit for bit.
+    self.assertIsNone(row['accuracy_stderr'])
+
+  def test_a_seed_that_diverged_or_gave_nan_fails_the_setting(self):
+    for bad in (dict(accuracy=None, diverged=True, curve=[]),
+                dict(accuracy=float('nan'))):
+      runs = [self._run(0, 0.3), {**self._run(1, 0.3), **bad},
+              self._run(2, 0.3)]
+      row = policy.mean_over_seeds(runs)
+      self.assertIsNone(row['accuracy'])
+      self.assertIsNone(row['accuracy_stderr'])
+      self.assertEqual(row['seed_accuracies'], [0.3, None, 0.3])
+      self.assertEqual(row['diverged'], bad.get('diverged', False))
+      self.assertFalse(policy.meets_target(row, 0.0))
+      self.assertAlmostEqual(row['unigram_accuracy'], 0.05, places=15)
+      self.assertEqual(strict_json.loads(strict_json.dumps(row))['accuracy'],
+                       None)
+    runs = [self._run(0, 0.3), self._run(1, 0.3), self._run(2, 0.3)]
+    runs[2]['exploded'] = True
+    self.assertTrue(policy.mean_over_seeds(runs)['exploded'])
+
+  def test_curves_at_other_rounds_keep_the_first(self):
+    runs = [self._run(0, 0.3), self._run(1, 0.2)]
+    runs[1]['curve'] = [[5, 0.1]]
+    self.assertEqual(policy.mean_over_seeds(runs)['curve'],
+                     runs[0]['curve'])
+    with self.assertRaises(ValueError):
+      policy.mean_over_seeds([])
+
+
+class BudgetTest(absltest.TestCase):
+
+  def _request(self, **kwargs):
+    return search.Request(
+        cache_dir='/c', output_dir='/o', population=10**6,
+        launch_rounds=2000, target_epsilon=10.0, delta=1e-10,
+        max_report_goal=6500, clients_per_round=20,
+        **{'budget_minutes': 45.0, **kwargs})
+
+  def test_more_seeds_share_the_budget(self):
+    one = search.plan_budget(self._request(), round_seconds=0.7,
+                             public_text=False)
+    three = search.plan_budget(self._request(seeds=3), round_seconds=0.7,
+                               public_text=False)
+    self.assertLess(three.rounds, one.rounds)
+    # The noise settings' runs: learning rates once, the rest three times.
+    runs = len(three.learning_rates) + 3 * (1 + len(three.noise_factors))
+    self.assertIn(f'at 3 seeds each: up to {runs} simulations', three.lines[0])
+    self.assertLessEqual(three.estimated_seconds, 45 * 60 * 1.05)
+    finder = search.Search(self._request(seeds=3), three,
+                           print_fn=lambda s: None)
+    self.assertEqual(finder.simulations_total, runs)
+    self.assertEqual(finder.seeds(), [0, 1, 2])
+    self.assertIn('--seed=2', finder.base_flags(2))
+    self.assertIn('--seed=0', finder.base_flags())
+
+  def test_minutes_keeping_rounds_is_the_least_multiple_of_five(self):
+    request = self._request()
+    one = search.plan_budget(request, round_seconds=0.7, public_text=True)
+    minutes = search.minutes_keeping_rounds(request, one, seeds=3,
+                                            public_text=True)
+    self.assertEqual(minutes % 5, 0)
+    for m, keeps in ((minutes, True), (minutes - 5, False)):
+      again = search.plan_budget(
+          self._request(seeds=3, budget_minutes=m, max_rounds=one.rounds),
+          round_seconds=0.7, public_text=True)
+      self.assertEqual(again.rounds >= one.rounds, keeps, m)
+    self.assertIsNone(search.minutes_keeping_rounds(
+        self._request(quick=True), one, seeds=3, public_text=True))
 
 
 class CountNoiseTest(parameterized.TestCase):
@@ -249,7 +353,8 @@ class UtilityVerdictTest(parameterized.TestCase):
     return report.build(
         request=ns(output_dir=tempfile.mkdtemp(), clients_per_round=20,
                    target_epsilon=10.0, delta=1e-10, population=100000,
-                   launch_rounds=2000, budget_minutes=45.0, quick=False),
+                   launch_rounds=2000, budget_minutes=45.0, quick=False,
+                   seed=0, seeds=1, utility_fraction=0.9),
         budget=ns(rounds=100, estimated_seconds=60.0, pretrain_steps=0),
         search=ns(runs_dir='runs', pretrained_dir=None),
         lr_rows=[dict(client_lr=0.5, server_lr=1.0, accuracy=0.2,
@@ -291,6 +396,7 @@ class UtilityVerdictTest(parameterized.TestCase):
 
   def test_one_run_caveat_names_the_nearest_miss_and_no_nan(self):
     result = self._result(accuracy=0.18, capped=False)   # z = 0.5.
+    result['budget']['minutes_for_seeds'] = {'3': 95.0}
     result['noise_runs'] = [
         dict(noise_multiplier=0.5, accuracy=0.18),
         dict(noise_multiplier=1.0, accuracy=0.16),
@@ -298,7 +404,7 @@ class UtilityVerdictTest(parameterized.TestCase):
         dict(noise_multiplier=4.0, accuracy=0.10),
         dict(noise_multiplier=8.0, accuracy=float('nan'))]
     result['launch_noise_run'] = dict(noise_multiplier=2.5, accuracy=0.13)
-    text = report.one_run_caveat(result)
+    text = report.seeds_caveat(result)
     self.assertIn('The recommended simulation is +3.00 points from the '
                   'target, and the nearest run below it, at z = 2, is -0.10 '
                   'points.',
@@ -306,22 +412,103 @@ class UtilityVerdictTest(parameterized.TestCase):
     self.assertNotIn('nan', text.lower())
     self.assertIn('and the target is a share of one run without noise.',
                   text)
+    # How to repeat them here: more seeds at a budget keeping the rounds.
+    self.assertIn('(this command with `--seeds=3 --budget_minutes=95 '
+                  '--max_rounds=100`, which keeps these rounds', text)
     result['simulation']['eval_accuracy'] = None
     self.assertIn('The recommended simulation has accuracy none (diverged '
                   'or failed), and the nearest run below it',
-                  report.one_run_caveat(result))
+                  report.seeds_caveat(result))
     for source, words in (('given', 'the target was given '
                            '(`--utility_target`).'),
                           ('unigram_floor', 'the target is the unigram '
                            'baseline plus a margin.')):
       result['utility_target_source'] = source
-      self.assertIn(words, report.one_run_caveat(result))
+      self.assertIn(words, report.seeds_caveat(result))
     self.assertIn('the DP noise is drawn from the operating system',
-                  report.one_run_caveat(result))
+                  report.seeds_caveat(result))
     result['simulation']['noise_seed'] = 3
     self.assertIn('the DP noise is fixed by --noise_seed=3, given after '
                   '`--`: predictable, as in tests)',
-                  report.one_run_caveat(result))
+                  report.seeds_caveat(result))
+
+  def _seeded_result(self, *, sim_seeds, no_dp_seeds, target, source,
+                     misses=()):
+    """A recommendation whose settings ran at len(sim_seeds) seeds."""
+    result = self._result(accuracy=0.18, capped=False)
+    chosen = policy.mean_over_seeds([
+        dict(name='z0.5' if i == 0 else f'z0.5_seed{i}', seed=i,
+             noise_multiplier=0.5, accuracy=a, flags=['--seed=0'])
+        for i, a in enumerate(sim_seeds)])
+    no_dp = policy.mean_over_seeds([
+        dict(name='no_noise', seed=i, noise_multiplier=0.0, accuracy=a)
+        for i, a in enumerate(no_dp_seeds)])
+    result['simulation'].update(
+        eval_accuracy=chosen['accuracy'], seeds=chosen['seeds'],
+        seed_accuracies=chosen['seed_accuracies'],
+        eval_accuracy_stderr=chosen['accuracy_stderr'])
+    result['utility_target'] = target
+    result['utility_target_source'] = source
+    result['utility_target_stderr'] = report._target_stderr(
+        types.SimpleNamespace(source=source), no_dp, 0.9)
+    result['no_dp_run'] = no_dp
+    result['noise_runs'] = [chosen] + [
+        policy.mean_over_seeds([dict(noise_multiplier=z, accuracy=a, seed=i)
+                                for i, a in enumerate(accs)])
+        for z, accs in misses]
+    return result
+
+  def test_caveat_of_several_seeds_gives_the_margins_standard_error(self):
+    # Chosen seeds 0.20, 0.22, 0.24: mean 0.22, sample std 0.02, standard
+    # error 0.02 / sqrt(3); no-noise seeds 0.24, 0.25, 0.26 (std 0.01):
+    # the target 0.9 x 0.25 = 0.225 has standard error 0.9 x 0.01 /
+    # sqrt(3); the margin -0.5 points, its standard error the root of the
+    # sum of squares, 1.27 points: within two.
+    result = self._seeded_result(
+        sim_seeds=(0.20, 0.22, 0.24), no_dp_seeds=(0.24, 0.25, 0.26),
+        target=0.225, source='no_dp_share',
+        misses=[(1.0, (0.19, 0.21, 0.20))])
+    self.assertAlmostEqual(result['simulation']['eval_accuracy'], 0.22)
+    expected = math.sqrt(0.02**2 / 3 + (0.9 * 0.01)**2 / 3)
+    self.assertAlmostEqual(report._margin_stderr(result), expected)
+    text = report.seeds_caveat(result)
+    self.assertIn('Each no-noise and noise accuracy here is the mean of 3 '
+                  'simulations with seeds 0 to 2', text)
+    self.assertIn('the learning-rate runs are one seed each', text)
+    self.assertIn('the target is a share of the no-noise setting\'s mean',
+                  text)
+    self.assertIn(f'The recommended simulation is -0.50 points from the '
+                  f'target (its seeds: 20.00%, 22.00%, 24.00%; standard '
+                  f'error of the margin {100 * expected:.2f} points), and '
+                  f'the nearest setting below it, at z = 1, is -2.50 '
+                  f'points.', text)
+    self.assertIn('within two standard errors: 3 seeds do not settle', text)
+    markdown = report.markdown(result, dict.fromkeys(
+        ('learning_rates', 'noise', 'launch', 'timer'), 'figure.png'))
+    self.assertIn('- **Means of 3 seeds.** Each no-noise', markdown)
+    self.assertIn('| z | z / m | mean accuracy | seeds 0 to 2 |', markdown)
+    self.assertIn('| 0 | 0 | 25.00% | 24.00%, 25.00%, 26.00% |', markdown)
+    self.assertIn('| 1 | 0.05 | 20.00% | 19.00%, 21.00%, 20.00% |',
+                  markdown)
+    self.assertEqual(strict_json.loads(strict_json.dumps(result)), result)
+    # Far from a given target (standard error 0): more than two.
+    result = self._seeded_result(
+        sim_seeds=(0.20, 0.22, 0.24), no_dp_seeds=(0.24, 0.25, 0.26),
+        target=0.15, source='given')
+    self.assertEqual(result['utility_target_stderr'], 0.0)
+    self.assertAlmostEqual(report._margin_stderr(result),
+                           0.02 / math.sqrt(3))
+    self.assertIn('The margin is more than two standard errors',
+                  report.seeds_caveat(result))
+    # A seed that diverged: no mean, no standard error, never NaN.
+    result = self._seeded_result(
+        sim_seeds=(0.20, float('nan'), 0.24), no_dp_seeds=(0.24, 0.25, 0.26),
+        target=0.15, source='given')
+    text = report.seeds_caveat(result)
+    self.assertIn('has accuracy none (diverged or failed) (its seeds: '
+                  '20.00%, none (diverged or failed), 24.00%)', text)
+    self.assertIn('the setting counts as failed', text)
+    self.assertNotIn('nan', text.lower())
 
   def test_a_runs_fixed_noise_seed_reaches_its_row(self):
     request = search.Request(
@@ -369,26 +556,28 @@ class PretrainFlagsTest(absltest.TestCase):
                   finder.base_flags())
 
 
-class LaunchNoiseTest(absltest.TestCase):
+class _CannedRecommendTest(absltest.TestCase):
   """`pipeline.recommend` on canned simulations and a canned timer model in
   which the launch's participation is worse than the ideal the least noise
-  assumes, so that practice 3 caps the report goal: one more run at the
-  launch's noise per client decides whether the launch's utility is shown."""
+  assumes, so that practice 3 caps the report goal."""
 
-  def _recommend(self, accuracy_of, *, budget_after_noise=False):
+  def _recommend(self, accuracy_of, *, budget_after_noise=False, seeds=1,
+                 utility_target=0.2):
+    """`accuracy_of(z, seed, stage)` is each canned run's accuracy."""
     request = search.Request(
         cache_dir=tempfile.mkdtemp(), output_dir=tempfile.mkdtemp(),
         population=200_000, launch_rounds=300, target_epsilon=10.0,
         delta=1e-10, max_report_goal=2000, clients_per_round=20,
-        budget_minutes=45.0, utility_target=0.2, timer_hours=(24,),
-        pretrain_steps=0)
+        budget_minutes=45.0, utility_target=utility_target,
+        timer_hours=(24,), pretrain_steps=0, seeds=seeds)
     runs = []
 
     class CannedSearch(search.Search):
 
       def simulate(self, name, flags, **described):
         self.simulations_done += 1
-        accuracy = accuracy_of(described['noise_multiplier'])
+        accuracy = accuracy_of(described['noise_multiplier'],
+                               described.get('seed'), described['stage'])
         runs.append((name, described['noise_multiplier'], flags))
         return dict(name=name, flags=list(flags), **described,
                     accuracy=accuracy, top3_accuracy=accuracy + 0.1,
@@ -421,12 +610,17 @@ class LaunchNoiseTest(absltest.TestCase):
   def _least_z(self, runs):
     return min(z for name, z, _ in runs if name.startswith('z'))
 
+
+class LaunchNoiseTest(_CannedRecommendTest):
+  """With the report goal capped, one more run at the launch's noise per
+  client decides whether the launch's utility is shown."""
+
   def test_a_run_at_the_launchs_noise_that_misses_is_said(self):
     # Only the least noise meets the target: practice 2 keeps it, the
     # launch's capped report goal needs more.
     least = {}
 
-    def accuracy_of(z):
+    def accuracy_of(z, *_):
       least.setdefault('z', z)   # The learning-rate runs come first.
       return 0.3 if z <= least['z'] else 0.1
 
@@ -455,7 +649,7 @@ class LaunchNoiseTest(absltest.TestCase):
   def test_a_run_at_the_launchs_noise_that_meets_is_the_simulation(self):
     least = {}
 
-    def accuracy_of(z):
+    def accuracy_of(z, *_):
       least.setdefault('z', z)
       # Meets up to 1.8 times the least (the launch needs 1.69 times it in
       # this timer model), misses at twice the least.
@@ -481,7 +675,7 @@ class LaunchNoiseTest(absltest.TestCase):
                   markdown)
 
   def test_no_run_at_the_launchs_noise_once_the_budget_is_spent(self):
-    result, runs, _, _ = self._recommend(lambda z: 0.3,
+    result, runs, _, _ = self._recommend(lambda *_: 0.3,
                                          budget_after_noise=True)
     self.assertTrue(result['launch']['report_goal_capped'])
     self.assertIsNone(result['launch_noise_run'])
@@ -491,6 +685,75 @@ class LaunchNoiseTest(absltest.TestCase):
                   report.utility_verdict(result))
     self.assertTrue(any('simulate at its z / m' in s
                         for s in result['suggestions']))
+
+
+class SeedsPipelineTest(_CannedRecommendTest):
+  """`pipeline.recommend` at --seeds=3 on canned runs whose seed 0 alone
+  would decide otherwise than the three seeds' means."""
+
+  # Seed 0 is lucky without noise (its target would be 0.9 x 0.30 = 0.27,
+  # which no noisy run reaches); the means give 0.9 x 0.24 = 0.216, met at
+  # the least noise (mean 0.22) and missed at twice it (0.21).
+  NO_DP = (0.30, 0.20, 0.22)
+  LEAST = (0.25, 0.20, 0.21)
+  MORE = (0.25, 0.19, 0.19)
+
+  def _accuracy_of(self):
+    least = {}
+
+    def accuracy_of(z, seed, stage):
+      if stage == 'learning_rate':
+        least.setdefault('z', z)
+        return 0.3
+      if stage == 'no_dp':
+        return self.NO_DP[seed]
+      return (self.LEAST if z <= least['z'] else self.MORE)[seed]
+    return accuracy_of
+
+  def test_decided_on_the_means_of_the_seeds(self):
+    result, runs, markdown, flagfile = self._recommend(
+        self._accuracy_of(), seeds=3, utility_target=None)
+    sim = result['simulation']
+    self.assertAlmostEqual(result['utility_target'], 0.9 * np.mean(self.NO_DP))
+    self.assertAlmostEqual(sim['eval_accuracy'], np.mean(self.LEAST))
+    self.assertEqual(sim['seeds'], [0, 1, 2])
+    self.assertEqual(sim['seed_accuracies'], list(self.LEAST))
+    self.assertTrue(result['meets_utility_target_in_simulation'])
+    self.assertEqual(sim['noise_multiplier'], self._least_z(runs))
+    self.assertEqual(len(result['noise_runs']), 2)   # Met, then missed.
+    # Each setting ran at the three seeds, named and seeded in turn; the
+    # learning-rate runs once.
+    by_stage = {}
+    for name, _, flags in runs:
+      by_stage.setdefault(name.split('_seed')[0], []).append(
+          (name, [f for f in flags if f.startswith('--seed=')]))
+    for base, named in by_stage.items():
+      if base.startswith('lr_'):
+        self.assertEqual(len(named), 1, base)
+        continue
+      self.assertEqual(named, [(base, ['--seed=0']),
+                               (f'{base}_seed1', ['--seed=1']),
+                               (f'{base}_seed2', ['--seed=2'])])
+    # The capped launch's run too, at three seeds.
+    self.assertEqual(result['launch_noise_run']['seeds'], [0, 1, 2])
+    # simulation.flags names seed 0's run.
+    self.assertIn('--seed=0\n', flagfile)
+    self.assertIn(f'--experiment_name={sim["run_dir"].split("/")[-1]}\n',
+                  flagfile)
+    self.assertNotIn('_seed', sim['run_dir'].split('/')[-1])
+    self.assertIn('- **Means of 3 seeds.**', markdown)
+    self.assertEqual(result['budget']['seeds'], 3)
+    self.assertEqual(result['budget']['minutes_for_seeds'], {})
+    self.assertIsNotNone(result['utility_target_stderr'])
+
+  def test_seed_zero_alone_would_have_missed(self):
+    accuracy_of = self._accuracy_of()
+    result, _, markdown, _ = self._recommend(
+        lambda z, seed, stage: accuracy_of(z, 0, stage),
+        utility_target=None)
+    self.assertFalse(result['meets_utility_target_in_simulation'])
+    self.assertIn('- **One run each.**', markdown)
+    self.assertIn('--seeds=3 --budget_minutes=', markdown)
 
 
 class LaunchTest(absltest.TestCase):

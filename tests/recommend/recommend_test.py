@@ -44,6 +44,14 @@ def check_recommendation(test, out, run_again):
   test.assertEqual(launch['simulated_days'], chosen['simulated_days'])
   test.assertEqual(launch['short_rounds'], chosen['short_rounds'])
   test.assertIn('meets_utility_target', result)
+  # Each setting ran at every seed asked for (README's test asks for two),
+  # and simulation.flags names its first.
+  seeds = sim['seeds']
+  test.assertEqual(len(seeds), result['budget']['seeds'])
+  test.assertEqual(len(sim['seed_accuracies']), len(seeds))
+  for seed in seeds[1:]:
+    test.assertTrue(os.path.isfile(os.path.join(
+        f'{sim["run_dir"]}_seed{seed}', 'metrics.csv')), seed)
   # Met for the launch only if met in simulation (report.utility_verdict).
   test.assertLessEqual(result['meets_utility_target'],
                        result['meets_utility_target_in_simulation'])
@@ -83,7 +91,9 @@ def check_recommendation(test, out, run_again):
   training = fixtures.run_module(
       'experiments.run_stackoverflow', f'--flagfile={sim["flagfile"]}')
   test.assertEqual(training.returncode, 0, training.stderr[-2000:])
-  test.assertIn(f'accuracy: {sim["eval_accuracy"]:.4f}', training.stdout)
+  # (Its first seed's: the simulation's accuracy is the seeds' mean.)
+  test.assertIn(f'accuracy: {sim["seed_accuracies"][0]:.4f}',
+                training.stdout)
   # Its launch-equivalent line is of the planned launch's report goal,
   # rounds and population, at the simulation's noise per client.
   test.assertIn(f'a launch with report goal {launch["report_goal"]} and the '
@@ -126,6 +136,7 @@ class RecommendTest(absltest.TestCase):
         (['--population=0'], '--population'),
         (['--target_epsilon=-1'], '--target_epsilon'),
         (['--timer_hours=x'], '--timer_hours'),
+        (['--seeds=0'], '--seeds'),
         (['--max_report_goal=2', '--clients_per_round=20'],
          '--max_report_goal'),
         (['--population=30'], '--population=30: its launch can have a '
