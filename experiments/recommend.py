@@ -27,7 +27,9 @@ and its figures into --output_dir. Every simulation is a run directory under
 Flags after `--` go to every simulation (model size, data): `-- --vocab_size=
 8000`; the model sizes and --word_counts_path go to the pretraining too
 (`-- --word_counts_path=corpora/git/public.word_count`: a vocabulary without
-the clients' data). --quick runs a few rounds of a tiny model (tests).
+the clients' data). --seeds=3 runs each no-noise and noise setting at three
+seeds and decides on their means (small corpora, where one run's accuracy
+moves by points). --quick runs a few rounds of a tiny model (tests).
 """
 
 
