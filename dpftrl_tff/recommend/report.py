@@ -137,6 +137,9 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
 
 
 def _target_stderr(target, no_dp: Dict, fraction: float) -> Optional[float]:
+  """The utility target's standard error: `fraction` x the no-noise
+  setting's for a share of its mean, 0 for a given target or the unigram
+  floor (no run's accuracy in it), None with one seed or no mean."""
   if len(no_dp.get('seeds') or [None]) < 2:
     return None
   if target.source != 'no_dp_share':
