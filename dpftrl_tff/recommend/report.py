@@ -80,8 +80,9 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
       # The target's standard error over the no-noise setting's seeds (a
       # share of their mean); 0 for a given target or the unigram floor;
       # None with one seed, or a no-noise seed that diverged.
-      utility_target_stderr=_target_stderr(target, no_dp,
-                                           request.utility_fraction),
+      utility_target_stderr=_target_stderr(
+          target, no_dp, fraction=request.utility_fraction,
+          seeds=request.seeds),
       # Met in simulation at the launch's noise per client: the simulated
       # one, or for a capped report goal (more noise per client than
       # practice 2 chose) a run at the launch's.
@@ -136,11 +137,12 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
                                launch_met=launch_met))
 
 
-def _target_stderr(target, no_dp: Dict, fraction: float) -> Optional[float]:
+def _target_stderr(target, no_dp: Dict, *, fraction: float,
+                   seeds: int) -> Optional[float]:
   """The utility target's standard error: `fraction` x the no-noise
   setting's for a share of its mean, 0 for a given target or the unigram
   floor (no run's accuracy in it), None with one seed or no mean."""
-  if len(no_dp.get('seeds') or [None]) < 2:
+  if seeds < 2:
     return None
   if target.source != 'no_dp_share':
     return 0.0

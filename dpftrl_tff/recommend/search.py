@@ -108,6 +108,13 @@ class Budget:
   lines: Sequence[str]
 
 
+def planned_simulations(num_learning_rates: int, num_noise_factors: int,
+                        seeds: int) -> int:
+  """The most simulations a plan makes: each learning-rate pair once, the
+  no-DP setting and each noise factor at every seed."""
+  return num_learning_rates + seeds * (1 + num_noise_factors)
+
+
 def plan_budget(request: Request, *, round_seconds: float,
                 public_text: bool) -> Budget:
   """Rounds and grids that fit `budget_minutes`, fixed before any run.
@@ -134,7 +141,7 @@ def plan_budget(request: Request, *, round_seconds: float,
   options = [(len(LEARNING_RATE_GRID), len(NOISE_FACTORS)),
              (6, len(NOISE_FACTORS)), (6, 4), (4, 4), (3, 3)]
   for num_lrs, num_factors in options:
-    runs = num_lrs + request.seeds * (1 + num_factors)
+    runs = planned_simulations(num_lrs, num_factors, request.seeds)
     rounds = (budget - fixed - runs * RUN_START_SECONDS) / (
         runs * round_seconds * 1.1)   # 10% for evaluations.
     if rounds >= 100:
@@ -143,7 +150,7 @@ def plan_budget(request: Request, *, round_seconds: float,
   rounds -= rounds % 10 if rounds >= 100 else 0
   lrs = LEARNING_RATE_GRID[:num_lrs]
   factors = NOISE_FACTORS[:num_factors]
-  runs = num_lrs + request.seeds * (1 + num_factors)
+  runs = planned_simulations(num_lrs, num_factors, request.seeds)
   estimate = fixed + runs * (RUN_START_SECONDS + 1.1 * rounds * round_seconds)
   each = (f' at {request.seeds} seeds each' if request.seeds > 1 else '')
   lines = [
@@ -237,8 +244,8 @@ class Search:
     self.pretrained_dir = None
     self.started = time.monotonic()
     self.simulations_done = 0
-    self.simulations_total = (len(budget.learning_rates) + request.seeds *
-                              (1 + len(budget.noise_factors)))
+    self.simulations_total = planned_simulations(
+        len(budget.learning_rates), len(budget.noise_factors), request.seeds)
     self.seconds_per_simulation = []
 
   # --- the flags of a simulation -------------------------------------------

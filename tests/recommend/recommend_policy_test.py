@@ -450,7 +450,8 @@ class UtilityVerdictTest(parameterized.TestCase):
     result['utility_target'] = target
     result['utility_target_source'] = source
     result['utility_target_stderr'] = report._target_stderr(
-        types.SimpleNamespace(source=source), no_dp, 0.9)
+        types.SimpleNamespace(source=source), no_dp, fraction=0.9,
+        seeds=len(no_dp_seeds))
     result['no_dp_run'] = no_dp
     result['noise_runs'] = [chosen] + [
         policy.mean_over_seeds([dict(noise_multiplier=z, accuracy=a, seed=i)
