@@ -153,9 +153,8 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
       least_noise_per_client=noise_per_client,
       clipped_count_stddev=count_stddev,
       stopped_by_budget=stopped_by_budget,
-      minutes_for_seeds=({} if request.seeds > 1 or request.quick else {
-          3: search_lib.minutes_keeping_rounds(
-              request, budget, seeds=3, public_text=public_text)}))
+      minutes_keeping_rounds=lambda seeds: search_lib.minutes_keeping_rounds(
+          request, budget, seeds=seeds, public_text=public_text))
   report_lib.write(request.output_dir, result, plan=plan)
   return result
 

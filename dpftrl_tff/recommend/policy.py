@@ -11,6 +11,8 @@ with the reason in words for `recommendation.md`:
                         small report-goal runs;
   mean_over_seeds       one setting's runs with different seeds as one
                         result: the mean accuracy the practices judge it on;
+  seeds_to_settle       how many seeds a margin to the target within two
+                        standard errors would take to leave them;
   largest_noise         practice 2: the largest noise multiplier meeting the
                         utility target in the small report-goal runs;
   report_goal           practice 3: the smallest report goal meeting the
@@ -155,6 +157,30 @@ def mean_over_seeds(runs: Sequence[Dict]) -> Dict:
     out['curve'] = [[x, statistics.fmean(c[i][1] for c in curves)]
                     for i, x in enumerate(rounds[0])]
   return out
+
+
+def seeds_to_settle(margin: Optional[float], stderr: Optional[float],
+                    seeds: int) -> Optional[float]:
+  """The seeds at which a margin to the target would be two standard errors.
+
+  With K seeds the margin (a setting's mean accuracy minus the target) has
+  standard error SE. Were the runs to keep spreading as these did, at K'
+  seeds it would be SE sqrt(K / K'), and |margin| >= 2 SE sqrt(K / K')
+  first at
+
+    K' = ceil(K (2 SE / |margin|)^2).
+
+  A projection, not a promise: the mean moves as seeds are added, and a
+  true margin of zero is never settled. Returns None when there is nothing
+  to project (one seed or a failed one: SE None; a margin not finite) or
+  the margin is already at least two standard errors; math.inf for a zero
+  margin.
+  """
+  if stderr is None or not finite(margin) or abs(margin) >= 2 * stderr:
+    return None
+  if margin == 0:
+    return math.inf
+  return float(math.ceil(seeds * (2 * stderr / margin)**2))
 
 
 def largest_noise(results: Sequence[Dict], target: float) -> Optional[Dict]:

@@ -33,14 +33,17 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           unigram, target, noise_rows, chosen, meets_utility, plan,
           least_noise_per_client, clipped_count_stddev,
           stopped_by_budget=False, launch_noise_row=None,
-          minutes_for_seeds=None) -> Dict:
+          minutes_keeping_rounds=None) -> Dict:
   """recommendation.json's content.
 
   `launch_noise_row`: the run at the launch's noise per client when the
   report goal is capped (`pipeline._simulate_launch_noise`); when it meets
   the target it is the recommended simulation, the launch's utility shown.
-  `minutes_for_seeds`: {K: the --budget_minutes that keeps these rounds at
-  --seeds=K} (`search.minutes_keeping_rounds`), for the caveat's advice.
+  `minutes_keeping_rounds(K)`: the --budget_minutes that keeps these rounds
+  at --seeds=K (`search.minutes_keeping_rounds`), or None; the caveat's
+  advice names it for the seeds it advises (`advised_seeds`): 3 after one
+  seed, else the projected `seeds_to_settle` when at most
+  `MAX_ADVISED_SEEDS`.
   """
   out = os.path.abspath(request.output_dir)
   launch_met = (launch_noise_row is not None and
@@ -53,7 +56,7 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
   # The target is the user's epsilon, judged on the epsilon the report
   # prints (the plan aimed at `zcdp_within_epsilon`, so one meets the other).
   meets_privacy = privacy['epsilon'] <= request.target_epsilon
-  return dict(
+  result = dict(
       simulation=dict(
           flagfile=os.path.join(out, SIMULATION_FLAGFILE),
           run_dir=os.path.join(search.runs_dir, chosen['name']),
@@ -108,8 +111,6 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           'launch from its observed MinS and MaxP)'),
       budget=dict(minutes=request.budget_minutes,
                   seeds=request.seeds,
-                  minutes_for_seeds={str(k): v for k, v in
-                                     (minutes_for_seeds or {}).items()},
                   stopped_noise_search=stopped_by_budget,
                   rounds_per_simulation=budget.rounds,
                   estimated_seconds=budget.estimated_seconds,
@@ -135,6 +136,35 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
                                budget, stopped_by_budget,
                                launch_noise_row=launch_noise_row,
                                launch_met=launch_met))
+  # How many seeds would settle the margin, were they to spread as these
+  # did (None: one seed, settled, or failed; a zero margin: none would).
+  settle = policy.seeds_to_settle(
+      _margin(result), _margin_stderr(result), request.seeds)
+  result['seeds_to_settle'] = (None if settle is None or math.isinf(settle)
+                               else int(settle))
+  result['seeds_to_settle_is_unbounded'] = settle == math.inf
+  advised = advised_seeds(result)
+  minutes = (None if advised is None or minutes_keeping_rounds is None else
+             minutes_keeping_rounds(advised))
+  # {K: the --budget_minutes keeping these rounds at --seeds=K}.
+  result['budget']['minutes_for_seeds'] = (
+      {} if minutes is None else {str(advised): minutes})
+  return result
+
+
+# More seeds than this are not advised for settling one margin: their
+# runs would cost more than a verdict this close to the target is worth.
+MAX_ADVISED_SEEDS = 10
+
+
+def advised_seeds(result: Dict) -> Optional[int]:
+  """The --seeds the caveat advises a re-run at: 3 after one seed (no
+  spread to project from), the projected `seeds_to_settle` when it is at
+  most `MAX_ADVISED_SEEDS`, else None."""
+  if result['budget']['seeds'] == 1:
+    return 3
+  settle = result.get('seeds_to_settle')
+  return settle if settle is not None and settle <= MAX_ADVISED_SEEDS else None
 
 
 def _target_stderr(target, no_dp: Dict, *, fraction: float,
@@ -368,8 +398,7 @@ def seeds_caveat(result: Dict) -> str:
                'counts as failed.')
   elif abs(accuracy - target) < 2 * stderr:
     settled = (f'The margin is within two standard errors: {len(seeds)} '
-               'seeds do not settle the verdict; more seeds (`--seeds`) '
-               'would.')
+               f'seeds do not settle the verdict. {_more_seeds(result)}')
   else:
     settled = (f'The margin is more than two standard errors (a rough '
                f'yardstick with {len(seeds)} seeds, not a test).')
@@ -378,6 +407,73 @@ def seeds_caveat(result: Dict) -> str:
       f'simulations with seeds {seeds[0]} to {seeds[-1]} ({seed_words}; the '
       f'learning-rate runs are one seed each; {noise}), and {source}. The '
       f'recommended simulation {margin}. {settled}')
+
+
+def _more_seeds(result: Dict) -> str:
+  """What more seeds would do for a margin within two standard errors:
+  the projected seeds and the command that runs them keeping these
+  rounds, or, when that is more than `MAX_ADVISED_SEEDS`, the settings
+  with less noise that are settled."""
+  settle = result.get('seeds_to_settle')
+  advised = advised_seeds(result)
+  if advised is not None:
+    minutes = result['budget']['minutes_for_seeds'].get(str(advised))
+    budget = ('' if minutes is None else
+              f' --budget_minutes={minutes:g} '
+              f'--max_rounds={result["simulation"]["rounds"]}')
+    return (f'Were the seeds to spread as these did, about {advised} would '
+            'put a margin of this size beyond two standard errors (the '
+            'standard error falls as one over the root of the seeds; the '
+            f'mean moves too): this command with `--seeds={advised}{budget}`'
+            ', which keeps these rounds and reuses the finished simulations.')
+  text = ('It is so small against the seeds\' spread that '
+          + ('no number of seeds would settle it' if settle is None else
+             f'settling it would take about {settle} seeds (more than '
+             f'{MAX_ADVISED_SEEDS})') +
+          ': this setting is at the target as far as such runs can tell.')
+  sim = result['simulation']
+  settled = []
+  for row in result['noise_runs']:
+    if row['noise_multiplier'] >= sim['noise_multiplier']:
+      continue
+    margin, stderr = _row_margin(result, row)
+    if margin is not None and stderr is not None and margin >= 2 * stderr:
+      settled.append((row['noise_multiplier'], margin, stderr))
+  if settled:
+    z, margin, stderr = max(settled)
+    text += (f' The most noise tried whose margin is at least two standard '
+             f'errors above the target is z = {z:g}: '
+             f'{100 * margin:+.2f} points, standard error '
+             f'{100 * stderr:.2f}. It has less noise per client, so its '
+             'launch needs a larger report goal for the same epsilon: '
+             f'`plan_launch --noise_multiplier={z:g} '
+             f'--reference_report_goal={sim["clients_per_round"]}` with the '
+             'report goals to try plans it.')
+  else:
+    text += (' No setting with less noise tried here is two standard errors '
+             'above the target either.')
+  return text
+
+
+def _margin(result: Dict) -> Optional[float]:
+  """The recommended simulation's accuracy minus the target (None when
+  it diverged or failed)."""
+  accuracy = result['simulation']['eval_accuracy']
+  return (accuracy - result['utility_target'] if policy.finite(accuracy)
+          else None)
+
+
+def _row_margin(result: Dict, row: Dict):
+  """A noise setting's margin to the target and its standard error (as
+  `_margin_stderr`), each None when it cannot be had."""
+  accuracy = row.get('accuracy')
+  margin = (accuracy - result['utility_target'] if policy.finite(accuracy)
+            else None)
+  target_stderr = result.get('utility_target_stderr')
+  stderr = (None if row.get('accuracy_stderr') is None or
+            target_stderr is None else
+            math.hypot(row['accuracy_stderr'], target_stderr))
+  return margin, stderr
 
 
 def _margin_stderr(result: Dict) -> Optional[float]:

@@ -167,6 +167,32 @@ class MeanOverSeedsTest(absltest.TestCase):
       policy.mean_over_seeds([])
 
 
+class SeedsToSettleTest(parameterized.TestCase):
+  """The projected seeds against a brute-force search."""
+
+  @parameterized.parameters(
+      (0.019, 0.02 / math.sqrt(3), 3), (-0.005, 0.0081, 3),
+      (0.0052, 0.0081, 3), (0.001, 0.004, 2), (0.03, 0.02, 5),
+      (-0.0149, 0.01, 4))
+  def test_the_least_seeds_whose_two_standard_errors_are_inside(
+      self, margin, stderr, seeds):
+    settle = policy.seeds_to_settle(margin, stderr, seeds)
+    # The same sample spread s = SE sqrt(K): at K' seeds, SE' = s / sqrt(K').
+    spread = stderr * math.sqrt(seeds)
+    brute = next(k for k in range(seeds, 10**6)
+                 if abs(margin) >= 2 * spread / math.sqrt(k))
+    self.assertEqual(settle, brute)
+    self.assertGreater(settle, seeds)
+
+  def test_nothing_to_project(self):
+    self.assertIsNone(policy.seeds_to_settle(0.03, 0.01, 3))   # Settled.
+    self.assertIsNone(policy.seeds_to_settle(-0.02, 0.01, 3))  # Exactly 2.
+    self.assertIsNone(policy.seeds_to_settle(0.01, None, 1))
+    self.assertIsNone(policy.seeds_to_settle(None, 0.01, 3))
+    self.assertIsNone(policy.seeds_to_settle(float('nan'), 0.01, 3))
+    self.assertEqual(policy.seeds_to_settle(0.0, 0.01, 3), math.inf)
+
+
 class BudgetTest(absltest.TestCase):
 
   def _request(self, **kwargs):
@@ -340,10 +366,13 @@ class SlowLaunchTest(absltest.TestCase):
 class UtilityVerdictTest(parameterized.TestCase):
   """A simulation that met the target is never said to have missed it."""
 
-  def _result(self, *, accuracy, capped):
+  def _result(self, *, accuracy, capped, seeds=1, chosen=None, no_dp=None,
+              noise_rows=None, target=0.15, source='no_dp_share',
+              minutes_keeping_rounds=None):
     ns = types.SimpleNamespace
-    chosen = dict(name='z1', noise_multiplier=0.5, accuracy=accuracy,
-                  top3_accuracy=0.3, flags=['--aggregator=dp_ftrl'])
+    chosen = chosen or dict(name='z1', noise_multiplier=0.5,
+                            accuracy=accuracy, top3_accuracy=0.3,
+                            flags=['--aggregator=dp_ftrl'])
     # 20 clients at z 0.5 simulated (z / m 0.025); a capped launch has more.
     plan = ns(privacy=dict(epsilon=9.5, zcdp=1.0), report_goal=400,
               noise_multiplier=(20.0 if capped else 10.0), capped=capped,
@@ -354,17 +383,18 @@ class UtilityVerdictTest(parameterized.TestCase):
         request=ns(output_dir=tempfile.mkdtemp(), clients_per_round=20,
                    target_epsilon=10.0, delta=1e-10, population=100000,
                    launch_rounds=2000, budget_minutes=45.0, quick=False,
-                   seed=0, seeds=1, utility_fraction=0.9),
+                   seed=0, seeds=seeds, utility_fraction=0.9),
         budget=ns(rounds=100, estimated_seconds=60.0, pretrain_steps=0),
         search=ns(runs_dir='runs', pretrained_dir=None),
         lr_rows=[dict(client_lr=0.5, server_lr=1.0, accuracy=0.2,
                       noise_multiplier=0.5, final_clip_norm=1.0)],
         best=dict(client_lr=0.5, server_lr=1.0), clip_norm=1.0,
-        no_dp=dict(accuracy=0.2), unigram=0.05,
-        target=ns(value=0.15, rule='the rule', source='no_dp_share'),
-        noise_rows=[chosen],
-        chosen=chosen, meets_utility=accuracy >= 0.15, plan=plan,
-        least_noise_per_client=0.025, clipped_count_stddev=1.0)
+        no_dp=no_dp or dict(accuracy=0.2), unigram=0.05,
+        target=ns(value=target, rule='the rule', source=source),
+        noise_rows=noise_rows or [chosen],
+        chosen=chosen, meets_utility=policy.meets_target(chosen, target),
+        plan=plan, least_noise_per_client=0.025, clipped_count_stddev=1.0,
+        minutes_keeping_rounds=minutes_keeping_rounds)
 
   @parameterized.parameters(
       (0.18, False, True, True, 'meets the utility target 15.00%.'),
@@ -433,31 +463,23 @@ class UtilityVerdictTest(parameterized.TestCase):
                   report.seeds_caveat(result))
 
   def _seeded_result(self, *, sim_seeds, no_dp_seeds, target, source,
-                     misses=()):
-    """A recommendation whose settings ran at len(sim_seeds) seeds."""
-    result = self._result(accuracy=0.18, capped=False)
-    chosen = policy.mean_over_seeds([
-        dict(name='z0.5' if i == 0 else f'z0.5_seed{i}', seed=i,
-             noise_multiplier=0.5, accuracy=a, flags=['--seed=0'])
-        for i, a in enumerate(sim_seeds)])
-    no_dp = policy.mean_over_seeds([
-        dict(name='no_noise', seed=i, noise_multiplier=0.0, accuracy=a)
-        for i, a in enumerate(no_dp_seeds)])
-    result['simulation'].update(
-        eval_accuracy=chosen['accuracy'], seeds=chosen['seeds'],
-        seed_accuracies=chosen['seed_accuracies'],
-        eval_accuracy_stderr=chosen['accuracy_stderr'])
-    result['utility_target'] = target
-    result['utility_target_source'] = source
-    result['utility_target_stderr'] = report._target_stderr(
-        types.SimpleNamespace(source=source), no_dp, fraction=0.9,
-        seeds=len(no_dp_seeds))
-    result['no_dp_run'] = no_dp
-    result['noise_runs'] = [chosen] + [
-        policy.mean_over_seeds([dict(noise_multiplier=z, accuracy=a, seed=i)
-                                for i, a in enumerate(accs)])
-        for z, accs in misses]
-    return result
+                     misses=(), less_noise=(), z=0.5,
+                     minutes_keeping_rounds=None):
+    """A recommendation whose settings ran at len(sim_seeds) seeds:
+    `less_noise` and `misses` are (z, seed accuracies) of the settings
+    tried below and above the recommended z."""
+    def setting(z, accuracies):
+      return policy.mean_over_seeds([
+          dict(name=f'z{z:g}' if i == 0 else f'z{z:g}_seed{i}', seed=i,
+               noise_multiplier=z, accuracy=a, flags=['--seed=0'])
+          for i, a in enumerate(accuracies)])
+    chosen = setting(z, sim_seeds)
+    return self._result(
+        accuracy=None, capped=False, seeds=len(sim_seeds), chosen=chosen,
+        no_dp=setting(0.0, no_dp_seeds), target=target, source=source,
+        noise_rows=([setting(*s) for s in less_noise] + [chosen] +
+                    [setting(*s) for s in misses]),
+        minutes_keeping_rounds=minutes_keeping_rounds)
 
   def test_caveat_of_several_seeds_gives_the_margins_standard_error(self):
     # Chosen seeds 0.20, 0.22, 0.24: mean 0.22, sample std 0.02, standard
@@ -510,6 +532,91 @@ class UtilityVerdictTest(parameterized.TestCase):
                   '20.00%, none (diverged or failed), 24.00%)', text)
     self.assertIn('the setting counts as failed', text)
     self.assertNotIn('nan', text.lower())
+
+  def test_caveat_projects_the_seeds_that_would_settle_the_margin(self):
+    # Seeds 0.20, 0.22, 0.24 against a given target 0.201: margin 1.9
+    # points, standard error 2 / sqrt(3) = 1.155 points: within two. At K
+    # seeds the standard error is 0.02 / sqrt(K), two of them first at most
+    # 1.9 points at K = 5 (4: 2.0 > 1.9; 5: 1.789).
+    asked = []
+    def minutes(seeds):
+      asked.append(seeds)
+      return 120.0
+    result = self._seeded_result(
+        sim_seeds=(0.20, 0.22, 0.24), no_dp_seeds=(0.24, 0.25, 0.26),
+        target=0.201, source='given', minutes_keeping_rounds=minutes)
+    self.assertEqual(result['seeds_to_settle'], 5)
+    self.assertFalse(result['seeds_to_settle_is_unbounded'])
+    self.assertEqual(asked, [5])
+    self.assertEqual(result['budget']['minutes_for_seeds'], {'5': 120.0})
+    text = report.seeds_caveat(result)
+    self.assertIn('within two standard errors: 3 seeds do not settle the '
+                  'verdict. Were the seeds to spread as these did, about 5 '
+                  'would put a margin of this size beyond two standard '
+                  'errors', text)
+    self.assertIn('this command with `--seeds=5 --budget_minutes=120 '
+                  '--max_rounds=100`, which keeps these rounds', text)
+    self.assertEqual(strict_json.loads(strict_json.dumps(result)), result)
+    # Settled, failed, or at one seed: nothing projected.
+    for kwargs in (dict(sim_seeds=(0.20, 0.22, 0.24), target=0.15),
+                   dict(sim_seeds=(0.20, float('nan'), 0.24), target=0.15)):
+      result = self._seeded_result(no_dp_seeds=(0.24, 0.25, 0.26),
+                                   source='given', **kwargs)
+      self.assertIsNone(result['seeds_to_settle'])
+      self.assertEqual(result['budget']['minutes_for_seeds'], {})
+    result = self._result(accuracy=0.151, capped=False,
+                          minutes_keeping_rounds=lambda seeds: 95.0)
+    self.assertIsNone(result['seeds_to_settle'])
+    self.assertEqual(result['budget']['minutes_for_seeds'], {'3': 95.0})
+
+  def test_a_margin_too_small_to_settle_names_a_settled_setting(self):
+    # Stop 70's run (docs/recommend.md: SymPy since 2024, 3 seeds), its
+    # seed accuracies as the docs round them: z 0.05384 recommended at
+    # +0.52 points, standard error 0.81, which would take about 30 seeds to
+    # settle; z 0.02692 at +2.10 points (2.11 from the unrounded runs),
+    # standard error 0.87: beyond two.
+    no_dp = (0.2230, 0.2372, 0.2299)
+    target = 0.9 * np.mean(no_dp)
+    result = self._seeded_result(
+        sim_seeds=(0.2132, 0.2241, 0.1993), no_dp_seeds=no_dp,
+        target=target, source='no_dp_share', z=0.05384,
+        less_noise=[(0.01346, (0.2084, 0.2284, 0.2321)),
+                    (0.02692, (0.2259, 0.2157, 0.2426))],
+        misses=[(0.1077, (0.1790, 0.1877, 0.1837))],
+        minutes_keeping_rounds=lambda seeds: self.fail('not advised'))
+    target_se = 0.9 * np.std(no_dp, ddof=1) / np.sqrt(3)
+    def margin_and_se(accs):
+      return (np.mean(accs) - target,
+              np.hypot(np.std(accs, ddof=1) / np.sqrt(3), target_se))
+    margin, se = margin_and_se((0.2132, 0.2241, 0.1993))
+    self.assertAlmostEqual(report._margin_stderr(result), se, places=12)
+    self.assertEqual(result['seeds_to_settle'],
+                     math.ceil(3 * (2 * se / margin)**2))
+    self.assertEqual(result['seeds_to_settle'], 30)
+    self.assertEqual(result['budget']['minutes_for_seeds'], {})
+    text = report.seeds_caveat(result)
+    self.assertIn(f'settling it would take about 30 seeds (more than '
+                  f'{report.MAX_ADVISED_SEEDS}): this setting is at the '
+                  'target as far as such runs can tell.', text)
+    # 0.02692's margin is beyond two standard errors, 0.01346's is not
+    # (+1.59 points, standard error 0.82).
+    margin, se = margin_and_se((0.2084, 0.2284, 0.2321))
+    self.assertLess(margin, 2 * se)
+    margin, se = margin_and_se((0.2259, 0.2157, 0.2426))
+    self.assertGreater(margin, 2 * se)
+    self.assertIn(f'The most noise tried whose margin is at least two '
+                  f'standard errors above the target is z = 0.02692: '
+                  f'{100 * margin:+.2f} points, standard error '
+                  f'{100 * se:.2f}', text)
+    self.assertIn('+2.10 points, standard error 0.87', text)   # Rounded seeds.
+    self.assertIn('`plan_launch --noise_multiplier=0.02692 '
+                  '--reference_report_goal=20` with the report goals', text)
+    # Without it: said so.
+    result['noise_runs'] = [r for r in result['noise_runs']
+                            if r['noise_multiplier'] != 0.02692]
+    self.assertIn('No setting with less noise tried here is two standard '
+                  'errors above the target either.',
+                  report.seeds_caveat(result))
 
   def test_a_runs_fixed_noise_seed_reaches_its_row(self):
     request = search.Request(
