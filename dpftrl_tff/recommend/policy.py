@@ -96,13 +96,21 @@ def best_learning_rates(results: Sequence[Dict]) -> Dict:
   go to the smaller client then server learning rate (the safer one).
   Raises ValueError if no run learned anything.
   """
-  finished = [r for r in results if finite(r.get('accuracy'))]
-  if not finished:
+  ranked = learning_rate_ranking(results)
+  if not ranked:
     raise ValueError('every learning-rate run diverged or failed: no '
                      'learning rate to recommend.')
+  return ranked[0]
+
+
+def learning_rate_ranking(results: Sequence[Dict]) -> List[Dict]:
+  """The candidates of `best_learning_rates`, best first: the runs with a
+  finite accuracy (only those whose loss did not explode, if any), by
+  accuracy, ties to the smaller client then server learning rate."""
+  finished = [r for r in results if finite(r.get('accuracy'))]
   stable = [r for r in finished if not r.get('exploded')]
-  return max(stable or finished,
-             key=lambda r: (r['accuracy'], -r['client_lr'], -r['server_lr']))
+  return sorted(stable or finished, key=lambda r: (
+      -r['accuracy'], r['client_lr'], r['server_lr']))
 
 
 def mean_over_seeds(runs: Sequence[Dict]) -> Dict:

@@ -406,7 +406,36 @@ def seeds_caveat(result: Dict) -> str:
       f'Each no-noise and noise accuracy here is the mean of {len(seeds)} '
       f'simulations with seeds {seeds[0]} to {seeds[-1]} ({seed_words}; the '
       f'learning-rate runs are one seed each; {noise}), and {source}. The '
-      f'recommended simulation {margin}. {settled}')
+      f'recommended simulation {margin}. {settled}'
+      + _learning_rate_gap(result))
+
+
+def _learning_rate_gap(result: Dict) -> str:
+  """How far the chosen learning-rate pair's one run is above the next
+  candidate's, against how far two runs of one setting differ here:
+  sqrt(2) s, s the no-noise setting's sample standard deviation over its
+  seeds (the learning-rate runs have the least noise, close to none).
+  Empty when there is no spread or no second candidate."""
+  no_dp = result['no_dp_run']
+  if no_dp.get('accuracy_stderr') is None:
+    return ''
+  rows = policy.learning_rate_ranking(result['learning_rate_runs'])
+  if len(rows) < 2:
+    return ''
+  best, next_ = rows[0], rows[1]
+  differ = (math.sqrt(2) * no_dp['accuracy_stderr'] *
+            math.sqrt(len(no_dp['seeds'])))
+  gap = best['accuracy'] - next_['accuracy']
+  return (f' The learning rates were chosen on one run each: client lr '
+          f'{best["client_lr"]:g} / server lr {best["server_lr"]:g} gave '
+          f'{percent(best["accuracy"])}, {100 * gap:.2f} points above the '
+          f'next, {next_["client_lr"]:g} / {next_["server_lr"]:g} '
+          f'({percent(next_["accuracy"])}); two runs of the no-noise setting '
+          f'differ here by about {100 * differ:.2f} points (the root of 2 '
+          'times its seeds\' standard deviation), so the choice '
+          + ('is more than twice that apart.' if gap >= 2 * differ else
+             'is within twice that: one seed each does not settle it, and '
+             'the next pair may do as well.'))
 
 
 def _more_seeds(result: Dict) -> str:

@@ -368,7 +368,7 @@ class UtilityVerdictTest(parameterized.TestCase):
 
   def _result(self, *, accuracy, capped, seeds=1, chosen=None, no_dp=None,
               noise_rows=None, target=0.15, source='no_dp_share',
-              minutes_keeping_rounds=None):
+              minutes_keeping_rounds=None, lr_rows=None):
     ns = types.SimpleNamespace
     chosen = chosen or dict(name='z1', noise_multiplier=0.5,
                             accuracy=accuracy, top3_accuracy=0.3,
@@ -386,8 +386,8 @@ class UtilityVerdictTest(parameterized.TestCase):
                    seed=0, seeds=seeds, utility_fraction=0.9),
         budget=ns(rounds=100, estimated_seconds=60.0, pretrain_steps=0),
         search=ns(runs_dir='runs', pretrained_dir=None),
-        lr_rows=[dict(client_lr=0.5, server_lr=1.0, accuracy=0.2,
-                      noise_multiplier=0.5, final_clip_norm=1.0)],
+        lr_rows=lr_rows or [dict(client_lr=0.5, server_lr=1.0, accuracy=0.2,
+                                 noise_multiplier=0.5, final_clip_norm=1.0)],
         best=dict(client_lr=0.5, server_lr=1.0), clip_norm=1.0,
         no_dp=no_dp or dict(accuracy=0.2), unigram=0.05,
         target=ns(value=target, rule='the rule', source=source),
@@ -464,7 +464,7 @@ class UtilityVerdictTest(parameterized.TestCase):
 
   def _seeded_result(self, *, sim_seeds, no_dp_seeds, target, source,
                      misses=(), less_noise=(), z=0.5,
-                     minutes_keeping_rounds=None):
+                     minutes_keeping_rounds=None, lr_rows=None):
     """A recommendation whose settings ran at len(sim_seeds) seeds:
     `less_noise` and `misses` are (z, seed accuracies) of the settings
     tried below and above the recommended z."""
@@ -479,7 +479,7 @@ class UtilityVerdictTest(parameterized.TestCase):
         no_dp=setting(0.0, no_dp_seeds), target=target, source=source,
         noise_rows=([setting(*s) for s in less_noise] + [chosen] +
                     [setting(*s) for s in misses]),
-        minutes_keeping_rounds=minutes_keeping_rounds)
+        minutes_keeping_rounds=minutes_keeping_rounds, lr_rows=lr_rows)
 
   def test_caveat_of_several_seeds_gives_the_margins_standard_error(self):
     # Chosen seeds 0.20, 0.22, 0.24: mean 0.22, sample std 0.02, standard
@@ -611,12 +611,53 @@ class UtilityVerdictTest(parameterized.TestCase):
     self.assertIn('+2.10 points, standard error 0.87', text)   # Rounded seeds.
     self.assertIn('`plan_launch --noise_multiplier=0.02692 '
                   '--reference_report_goal=20` with the report goals', text)
+    self.assertNotIn('learning rates were chosen', text)   # Only one pair.
     # Without it: said so.
     result['noise_runs'] = [r for r in result['noise_runs']
                             if r['noise_multiplier'] != 0.02692]
     self.assertIn('No setting with less noise tried here is two standard '
                   'errors above the target either.',
                   report.seeds_caveat(result))
+
+  def test_the_learning_rate_choice_against_the_seeds_spread(self):
+    # Stop 70's learning-rate runs: 0.5 / 3 at 22.26% was chosen over
+    # 1 / 1 at 21.83% (0.44 points; 2 / 1 at 20.15% exploded and is passed
+    # over); two no-noise runs differ by about sqrt(2) s = 1.00 points.
+    def lr(client, server, accuracy, exploded=False):
+      return dict(client_lr=client, server_lr=server, accuracy=accuracy,
+                  exploded=exploded, noise_multiplier=0.01346)
+    no_dp = (0.2230, 0.2372, 0.2299)
+    rows = [lr(0.5, 1.0, 0.2117), lr(1.0, 1.0, 0.2183),
+            lr(0.5, 3.0, 0.2226), lr(2.0, 1.0, 0.2290, exploded=True),
+            lr(0.5, 0.3, float('nan'))]
+    self.assertEqual(policy.learning_rate_ranking(rows)[:2],
+                     [rows[2], rows[1]])
+    self.assertIs(policy.best_learning_rates(rows), rows[2])
+    result = self._seeded_result(
+        sim_seeds=(0.2132, 0.2241, 0.1993), no_dp_seeds=no_dp,
+        target=0.15, source='given', lr_rows=rows)
+    differ = math.sqrt(2) * np.std(no_dp, ddof=1)
+    text = report.seeds_caveat(result)
+    self.assertIn(' The learning rates were chosen on one run each: client '
+                  'lr 0.5 / server lr 3 gave 22.26%, 0.43 points above the '
+                  f'next, 1 / 1 (21.83%); two runs of the no-noise setting '
+                  f'differ here by about {100 * differ:.2f} points', text)
+    self.assertIn('so the choice is within twice that: one seed each does '
+                  'not settle it', text)
+    self.assertEqual(f'{100 * differ:.2f}', '1.00')
+    # 1.5 points apart: more than one such difference, less than two.
+    def caveat():
+      return report.seeds_caveat(self._seeded_result(
+          sim_seeds=(0.2132, 0.2241, 0.1993), no_dp_seeds=no_dp,
+          target=0.15, source='given', lr_rows=rows))
+    rows[0]['accuracy'] = rows[1]['accuracy'] = 0.2076
+    self.assertIn('1.50 points above the next', caveat())
+    self.assertIn('so the choice is within twice that', caveat())
+    # Far apart: said so; at one seed nothing is said.
+    rows[0]['accuracy'] = rows[1]['accuracy'] = 0.19   # 3.26 points below.
+    self.assertIn('so the choice is more than twice that apart.', caveat())
+    self.assertNotIn('learning rates were chosen', report.seeds_caveat(
+        self._result(accuracy=0.2, capped=False, lr_rows=rows)))
 
   def test_a_runs_fixed_noise_seed_reaches_its_row(self):
     request = search.Request(
