@@ -177,16 +177,21 @@ def minutes_keeping_rounds(request: Request, budget: Budget, *, seeds: int,
                            public_text: bool) -> Optional[float]:
   """The --budget_minutes (a multiple of 5) at which `plan_budget`, with
   --seeds=`seeds` and --max_rounds at `budget`'s rounds, plans those
-  rounds again: the runs a re-run at more seeds can reuse. None for
-  --quick (its plan ignores the budget)."""
+  rounds again with grids holding `budget`'s (the grids are prefixes of
+  `LEARNING_RATE_GRID` and `NOISE_FACTORS`): every setting tried before is
+  tried again, so a re-run at more seeds reuses every finished run (and
+  may try more settings). None for --quick (its plan ignores the
+  budget)."""
   if request.quick:
     return None
-  for minutes in range(5, 10**7, 5):   # Planned rounds grow with minutes.
+  for minutes in range(5, 10**7, 5):   # Rounds and grids grow with minutes.
     again = plan_budget(
         dataclasses.replace(request, seeds=seeds, budget_minutes=minutes,
                             max_rounds=budget.rounds),
         round_seconds=budget.round_seconds, public_text=public_text)
-    if again.rounds >= budget.rounds:
+    if again.rounds >= budget.rounds and \
+        len(again.learning_rates) >= len(budget.learning_rates) and \
+        len(again.noise_factors) >= len(budget.noise_factors):
       return float(minutes)
   return None
 

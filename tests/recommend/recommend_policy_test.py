@@ -220,18 +220,45 @@ class BudgetTest(absltest.TestCase):
     self.assertIn('--seed=0', finder.base_flags())
 
   def test_minutes_keeping_rounds_is_the_least_multiple_of_five(self):
-    request = self._request()
-    one = search.plan_budget(request, round_seconds=0.7, public_text=True)
-    minutes = search.minutes_keeping_rounds(request, one, seeds=3,
-                                            public_text=True)
-    self.assertEqual(minutes % 5, 0)
-    for m, keeps in ((minutes, True), (minutes - 5, False)):
-      again = search.plan_budget(
-          self._request(seeds=3, budget_minutes=m, max_rounds=one.rounds),
-          round_seconds=0.7, public_text=True)
-      self.assertEqual(again.rounds >= one.rounds, keeps, m)
+    # From one seed at 45 minutes to 3; from 3 seeds at 45 minutes and at
+    # most 110 rounds (stop 71's run: 6 learning-rate pairs, 4 noise
+    # factors) to 5, where the budget keeping the rounds alone would plan
+    # 3 and 3 and drop settings tried before.
+    for seeds, more, max_rounds in ((1, 3, 1000), (3, 5, 110)):
+      request = self._request(seeds=seeds, max_rounds=max_rounds)
+      before = search.plan_budget(request, round_seconds=0.7,
+                                  public_text=True)
+      minutes = search.minutes_keeping_rounds(request, before, seeds=more,
+                                              public_text=True)
+      self.assertEqual(minutes % 5, 0)
+      def keeps(m):
+        again = search.plan_budget(
+            self._request(seeds=more, budget_minutes=m,
+                          max_rounds=before.rounds),
+            round_seconds=0.7, public_text=True)
+        return (again.rounds >= before.rounds and
+                again.learning_rates[:len(before.learning_rates)] ==
+                before.learning_rates and
+                again.noise_factors[:len(before.noise_factors)] ==
+                before.noise_factors)
+      self.assertTrue(keeps(minutes), (seeds, minutes))
+      self.assertFalse(any(keeps(m) for m in range(5, int(minutes), 5)),
+                       (seeds, minutes))
+    # 3 to 5 seeds: the rounds alone were kept at a smaller budget.
+    three = search.plan_budget(self._request(seeds=3, max_rounds=110),
+                               round_seconds=0.7, public_text=True)
+    self.assertEqual((three.rounds, len(three.learning_rates),
+                      len(three.noise_factors)), (110, 6, 4))
+    rounds_only = search.plan_budget(
+        self._request(seeds=5, max_rounds=110), round_seconds=0.7,
+        public_text=True)
+    self.assertEqual((rounds_only.rounds, len(rounds_only.learning_rates),
+                      len(rounds_only.noise_factors)), (110, 3, 3))
+    self.assertGreater(search.minutes_keeping_rounds(
+        self._request(seeds=3, max_rounds=110), three, seeds=5,
+        public_text=True), 45)
     self.assertIsNone(search.minutes_keeping_rounds(
-        self._request(quick=True), one, seeds=3, public_text=True))
+        self._request(quick=True), three, seeds=3, public_text=True))
 
 
 class CountNoiseTest(parameterized.TestCase):
