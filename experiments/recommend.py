@@ -103,8 +103,8 @@ _SEEDS = flags.DEFINE_integer(
     '(--seed, --seed + 1, ...): the utility target and verdict are taken on '
     'their mean accuracy, and recommendation.md gives each seed\'s and the '
     'margin\'s standard error, and for a margin within two of them the '
-    'seeds that would settle it at the same spread. 1: one run each (the most rounds for the '
-    'budget); 3 or more where runs of one setting spread by points (small '
+    'seeds that would settle it at the same spread. 1: one run each (the '
+    'most rounds for the budget); 3 or more where runs of one setting spread by points (small '
     'corpora). The learning-rate runs are one seed each.')
 _QUICK = flags.DEFINE_bool('quick', False,
                            'A few rounds of a tiny model (tests).')
