@@ -389,7 +389,8 @@ def seeds_caveat(result: Dict) -> str:
         'margin of that size is not settled by one run: repeat the runs '
         'nearest the target with other seeds before relying on the verdict '
         f'(this command with `--seeds=3{budget}`, which keeps these rounds '
-        'and reuses the finished simulations with the same settings; or '
+        'and, in the same `--output_dir`, reuses the finished simulations '
+        'with the same settings; or '
         f'`run_stackoverflow --flagfile={SIMULATION_FLAGFILE}` with another '
         '`--seed` and `--experiment_name`, and another run\'s '
         '`--noise_multiplier`).')
@@ -454,7 +455,8 @@ def _more_seeds(result: Dict) -> str:
             'put a margin of this size beyond two standard errors (the '
             'standard error falls as one over the root of the seeds; the '
             f'mean moves too): this command with `--seeds={advised}{budget}`'
-            ', which keeps these rounds and reuses the finished simulations.')
+            ', which keeps these rounds and, in the same `--output_dir`, '
+            'reuses the finished simulations.')
   text = ('It is so small against the seeds\' spread that '
           + ('no number of seeds would settle it' if settle is None else
              f'settling it would take about {settle} seeds (more than '
@@ -484,35 +486,55 @@ def _more_seeds(result: Dict) -> str:
   return text
 
 
-def _margin(result: Dict) -> Optional[float]:
-  """The recommended simulation's accuracy minus the target (None when
-  it diverged or failed)."""
-  accuracy = result['simulation']['eval_accuracy']
-  return (accuracy - result['utility_target'] if policy.finite(accuracy)
-          else None)
+def _margin_to_target(result: Dict, accuracy: float,
+                      accuracy_stderr: Optional[float]):
+  """A mean accuracy's margin to the target, and the margin's standard
+  error.
 
+  The setting's runs and the target's are independent, so
+  SE(accuracy - target) = hypot(SE_accuracy, SE_target).
 
-def _row_margin(result: Dict, row: Dict):
-  """A noise setting's margin to the target and its standard error (as
-  `_margin_stderr`), each None when it cannot be had."""
-  accuracy = row.get('accuracy')
+  Args:
+    result: the recommendation, for `utility_target` and
+      `utility_target_stderr`.
+    accuracy: the setting's mean accuracy (NaN or None when it diverged
+      or failed).
+    accuracy_stderr: its standard error over the seeds (None with one
+      seed).
+
+  Returns:
+    (margin, stderr), each None when it cannot be had.
+  """
   margin = (accuracy - result['utility_target'] if policy.finite(accuracy)
             else None)
   target_stderr = result.get('utility_target_stderr')
-  stderr = (None if row.get('accuracy_stderr') is None or
-            target_stderr is None else
-            math.hypot(row['accuracy_stderr'], target_stderr))
+  stderr = (None if accuracy_stderr is None or target_stderr is None else
+            math.hypot(accuracy_stderr, target_stderr))
   return margin, stderr
 
 
+def _margin(result: Dict) -> Optional[float]:
+  """The recommended simulation's accuracy minus the target (None when
+  it diverged or failed)."""
+  return _recommended_margin(result)[0]
+
+
 def _margin_stderr(result: Dict) -> Optional[float]:
-  """The standard error of (recommended accuracy - target): the two
-  settings' means are of independent runs; None with one seed."""
-  sim_stderr = result['simulation'].get('eval_accuracy_stderr')
-  target_stderr = result.get('utility_target_stderr')
-  if sim_stderr is None or target_stderr is None:
-    return None
-  return math.hypot(sim_stderr, target_stderr)
+  """The standard error of (recommended accuracy - target); None with
+  one seed."""
+  return _recommended_margin(result)[1]
+
+
+def _recommended_margin(result: Dict):
+  sim = result['simulation']
+  return _margin_to_target(result, sim['eval_accuracy'],
+                           sim.get('eval_accuracy_stderr'))
+
+
+def _row_margin(result: Dict, row: Dict):
+  """A noise setting's margin to the target and its standard error."""
+  return _margin_to_target(result, row.get('accuracy'),
+                           row.get('accuracy_stderr'))
 
 
 def launch_duration(launch: Dict) -> str:

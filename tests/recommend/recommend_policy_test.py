@@ -472,6 +472,8 @@ class UtilityVerdictTest(parameterized.TestCase):
     # How to repeat them here: more seeds at a budget keeping the rounds.
     self.assertIn('(this command with `--seeds=3 --budget_minutes=95 '
                   '--max_rounds=100`, which keeps these rounds', text)
+    # Reuse holds only where the runs are.
+    self.assertIn('in the same `--output_dir`, reuses the finished', text)
     result['simulation']['eval_accuracy'] = None
     self.assertIn('The recommended simulation has accuracy none (diverged '
                   'or failed), and the nearest run below it',
@@ -583,6 +585,7 @@ class UtilityVerdictTest(parameterized.TestCase):
                   'errors', text)
     self.assertIn('this command with `--seeds=5 --budget_minutes=120 '
                   '--max_rounds=100`, which keeps these rounds', text)
+    self.assertIn('in the same `--output_dir`, reuses the finished', text)
     self.assertEqual(strict_json.loads(strict_json.dumps(result)), result)
     # Settled, failed, or at one seed: nothing projected.
     for kwargs in (dict(sim_seeds=(0.20, 0.22, 0.24), target=0.15),
