@@ -154,7 +154,10 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
       clipped_count_stddev=count_stddev,
       stopped_by_budget=stopped_by_budget,
       minutes_keeping_rounds=lambda seeds: search_lib.minutes_keeping_rounds(
-          request, budget, seeds=seeds, public_text=public_text))
+          request, budget, seeds=seeds, public_text=public_text),
+      minutes_for_more_noise=lambda: search_lib.minutes_keeping_rounds(
+          request, budget, seeds=request.seeds, public_text=public_text,
+          more_noise_factors=True))
   report_lib.write(request.output_dir, result, plan=plan)
   return result
 

@@ -19,6 +19,7 @@ from dpftrl_tff import strict_json
 from dpftrl_tff.privacy import planned_privacy
 from dpftrl_tff.recommend import launch as launch_lib
 from dpftrl_tff.recommend import policy
+from dpftrl_tff.recommend import search as search_lib
 from dpftrl_tff.run import run_directory
 
 SIMULATION_FLAGFILE = 'simulation.flags'
@@ -33,7 +34,7 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           unigram, target, noise_rows, chosen, meets_utility, plan,
           least_noise_per_client, clipped_count_stddev,
           stopped_by_budget=False, launch_noise_row=None,
-          minutes_keeping_rounds=None) -> Dict:
+          minutes_keeping_rounds=None, minutes_for_more_noise=None) -> Dict:
   """recommendation.json's content.
 
   `launch_noise_row`: the run at the launch's noise per client when the
@@ -44,6 +45,10 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
   advice names it for the seeds it advises (`advised_seeds`): 3 after one
   seed, else the projected `seeds_to_settle` when at most
   `MAX_ADVISED_SEEDS`.
+  `minutes_for_more_noise()`: the --budget_minutes that keeps these rounds
+  and plans more noise factors (`search.minutes_keeping_rounds` with
+  `more_noise_factors`), or None; asked only when every noise multiplier
+  tried met the target.
   """
   out = os.path.abspath(request.output_dir)
   launch_met = (launch_noise_row is not None and
@@ -149,7 +154,43 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
   # {K: the --budget_minutes keeping these rounds at --seeds=K}.
   result['budget']['minutes_for_seeds'] = (
       {} if minutes is None else {str(advised): minutes})
+  # Practice 2 met the target at every noise multiplier it planned: no run
+  # missed, so a larger z was never tried (left out for a capped report
+  # goal, whose launch has the cap's noise per client whatever z met).
+  ran_out = bool(meets_utility and not stopped_by_budget and
+                 not plan.capped and noise_rows and
+                 policy.meets_target(noise_rows[-1], target.value))
+  more = (minutes_for_more_noise() if ran_out and minutes_for_more_noise
+          else None)
+  result['budget']['noise_grid_ran_out'] = ran_out
+  result['budget']['minutes_for_more_noise'] = more
+  if ran_out:
+    result['suggestions'].append(_more_noise(result, more))
   return result
+
+
+def _more_noise(result: Dict, minutes: Optional[float]) -> str:
+  """What to do when every noise multiplier tried met the target."""
+  z = result['noise_runs'][-1]['noise_multiplier']
+  text = (f'Every noise multiplier tried met the utility target, up to '
+          f'z = {z:g}, the noise search\'s last: a larger one may meet it '
+          'too, and would let the launch reach the target epsilon with a '
+          'smaller report goal.')
+  if minutes is not None:
+    return text + (
+        f' Re-run this command with `--budget_minutes={minutes:g} '
+        f'--max_rounds={result["simulation"]["rounds"]}`, which keeps '
+        'these rounds and tries more noise multipliers (doubling on from '
+        f'z = {z:g}); in the same `--output_dir` it reuses the finished '
+        'simulations.')
+  if len(result['noise_runs']) >= len(search_lib.NOISE_FACTORS):
+    return text + (
+        f' The search tries at most {len(search_lib.NOISE_FACTORS)} '
+        f'(up to {search_lib.NOISE_FACTORS[-1]} times the least noise): '
+        f'`run_stackoverflow --flagfile={SIMULATION_FLAGFILE} '
+        f'--noise_multiplier={2 * z:g}` with another `--experiment_name` '
+        'runs the next.')
+  return text + ' A larger --budget_minutes plans more of them.'
 
 
 # More seeds than this are not advised for settling one margin: their
@@ -696,20 +737,31 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
       f'![learning rates]({figures["learning_rates"]})', '',
       '## 3. The utility target', result['utility_target_rule'] + '.', '',
       '## 4. Noise (practice 2)']
-  if len(sim['seeds']) == 1:
+  one = len(sim['seeds']) == 1
+  setting = 'run' if one else 'setting\'s mean accuracy'
+  # How the search ended: a miss, the plan's last multiplier, the budget.
+  if result['budget'].get('noise_grid_ran_out'):
+    until = (f' up to the plan\'s {len(result["noise_runs"])} multipliers; '
+             f'every {"run" if one else "setting"} met the target (a larger '
+             'z was not tried), so the largest is chosen')
+  else:
+    until = (' until the budget ran out'
+             if result['budget'].get('stopped_noise_search') else
+             f' until a {setting} missed the target')
+    until += ('; the largest z whose run, and every smaller one, met it' if one
+              else '; the largest z whose mean, and every smaller one\'s, met '
+              'it')
+  if one:
     lines += [
         f'DP-FTRL with the fixed clip at {sim["clients_per_round"]} clients '
-        'a round, the noise doubled from the least until a run missed the '
-        'target; the largest z whose run, and every smaller one, met it:',
+        f'a round, the noise doubled from the least{until}:',
         '', '| z | z / m | accuracy |', '| --- | --- | --- |']
     rows = result['noise_runs']
   else:   # The no-noise setting's seeds too: the target's spread.
     lines += [
         f'DP-FTRL with the fixed clip at {sim["clients_per_round"]} clients '
         f'a round, each setting at {len(sim["seeds"])} seeds, the noise '
-        'doubled from the least until a setting\'s mean accuracy missed the '
-        'target; the largest z whose mean, and every smaller one\'s, met it '
-        '(z = 0: the no-noise setting):', '',
+        f'doubled from the least{until} (z = 0: the no-noise setting):', '',
         f'| z | z / m | mean accuracy | seeds {sim["seeds"][0]} to '
         f'{sim["seeds"][-1]} |', '| --- | --- | --- | --- |']
     rows = [result['no_dp_run']] + result['noise_runs']

@@ -174,16 +174,22 @@ def plan_budget(request: Request, *, round_seconds: float,
 
 
 def minutes_keeping_rounds(request: Request, budget: Budget, *, seeds: int,
-                           public_text: bool) -> Optional[float]:
+                           public_text: bool,
+                           more_noise_factors: bool = False
+                           ) -> Optional[float]:
   """The --budget_minutes (a multiple of 5) at which `plan_budget`, with
   --seeds=`seeds` and --max_rounds at `budget`'s rounds, plans those
   rounds again with grids holding `budget`'s (the grids are prefixes of
   `LEARNING_RATE_GRID` and `NOISE_FACTORS`): every setting tried before is
   tried again, so a re-run at more seeds reuses every finished run (and
-  may try more settings). None for --quick (its plan ignores the
-  budget)."""
-  if request.quick:
+  may try more settings). With `more_noise_factors`, the least that also
+  plans more noise factors than `budget` (for a noise search that met the
+  target at every factor), None when `budget` has all of
+  `NOISE_FACTORS`. None for --quick (its plan ignores the budget)."""
+  if request.quick or (more_noise_factors and
+                       len(budget.noise_factors) >= len(NOISE_FACTORS)):
     return None
+  least_factors = len(budget.noise_factors) + int(more_noise_factors)
   for minutes in range(5, 10**7, 5):   # Rounds and grids grow with minutes.
     again = plan_budget(
         dataclasses.replace(request, seeds=seeds, budget_minutes=minutes,
@@ -191,7 +197,7 @@ def minutes_keeping_rounds(request: Request, budget: Budget, *, seeds: int,
         round_seconds=budget.round_seconds, public_text=public_text)
     if again.rounds >= budget.rounds and \
         len(again.learning_rates) >= len(budget.learning_rates) and \
-        len(again.noise_factors) >= len(budget.noise_factors):
+        len(again.noise_factors) >= least_factors:
       return float(minutes)
   return None
 

@@ -1,6 +1,7 @@
 """Each practice's decision on canned results (`recommend.policy`), and the
 launch half (`recommend.launch`) against the accountant and a closed form."""
 
+import collections
 import math
 import os
 import tempfile
@@ -219,6 +220,45 @@ class BudgetTest(absltest.TestCase):
     self.assertIn('--seed=2', finder.base_flags(2))
     self.assertIn('--seed=0', finder.base_flags())
 
+  def test_minutes_for_more_noise_factors_is_the_least_multiple_of_five(
+      self):
+    # With public text: 3 seeds at 45 minutes and at most 110 rounds
+    # (stop 71's git run: 6 learning-rate pairs, 4 noise factors; 55
+    # minutes plans 6 and 6), 3 seeds at 20 minutes (3 and 3), one seed at
+    # 45 minutes (8 and 6: no more to plan).
+    for seeds, minutes, max_rounds in ((3, 45.0, 110), (3, 20.0, 1000),
+                                       (1, 45.0, 1000)):
+      request = self._request(seeds=seeds, budget_minutes=minutes,
+                              max_rounds=max_rounds)
+      before = search.plan_budget(request, round_seconds=0.7,
+                                  public_text=True)
+      more = search.minutes_keeping_rounds(request, before, seeds=seeds,
+                                           public_text=True,
+                                           more_noise_factors=True)
+      if len(before.noise_factors) == len(search.NOISE_FACTORS):
+        self.assertIsNone(more)
+        continue
+      self.assertEqual(more % 5, 0)
+      def plans_more(m):
+        again = search.plan_budget(
+            self._request(seeds=seeds, budget_minutes=m,
+                          max_rounds=before.rounds),
+            round_seconds=0.7, public_text=True)
+        return (again.rounds >= before.rounds and
+                again.learning_rates[:len(before.learning_rates)] ==
+                before.learning_rates and
+                len(again.noise_factors) > len(before.noise_factors) and
+                again.noise_factors[:len(before.noise_factors)] ==
+                before.noise_factors)
+      self.assertTrue(plans_more(more), (seeds, minutes, more))
+      if max_rounds == 110:
+        self.assertEqual(more, 55.0)
+      self.assertFalse(any(plans_more(m) for m in range(5, int(more), 5)),
+                       (seeds, minutes, more))
+    self.assertIsNone(search.minutes_keeping_rounds(
+        self._request(quick=True), before, seeds=1, public_text=True,
+        more_noise_factors=True))
+
   def test_minutes_keeping_rounds_is_the_least_multiple_of_five(self):
     # From one seed at 45 minutes to 3; from 3 seeds at 45 minutes and at
     # most 110 rounds (stop 71's run: 6 learning-rate pairs, 4 noise
@@ -395,7 +435,8 @@ class UtilityVerdictTest(parameterized.TestCase):
 
   def _result(self, *, accuracy, capped, seeds=1, chosen=None, no_dp=None,
               noise_rows=None, target=0.15, source='no_dp_share',
-              minutes_keeping_rounds=None, lr_rows=None):
+              minutes_keeping_rounds=None, lr_rows=None,
+              stopped_by_budget=False, minutes_for_more_noise=None):
     ns = types.SimpleNamespace
     chosen = chosen or dict(name='z1', noise_multiplier=0.5,
                             accuracy=accuracy, top3_accuracy=0.3,
@@ -421,7 +462,59 @@ class UtilityVerdictTest(parameterized.TestCase):
         noise_rows=noise_rows or [chosen],
         chosen=chosen, meets_utility=policy.meets_target(chosen, target),
         plan=plan, least_noise_per_client=0.025, clipped_count_stddev=1.0,
-        minutes_keeping_rounds=minutes_keeping_rounds)
+        stopped_by_budget=stopped_by_budget,
+        minutes_keeping_rounds=minutes_keeping_rounds,
+        minutes_for_more_noise=minutes_for_more_noise)
+
+  def test_every_noise_tried_met_the_target_says_try_more(self):
+    # z 0.25 and 0.5 both met the target 15%: a larger z was not tried.
+    def row(z, accuracy):
+      return dict(name=f'z{z:g}', noise_multiplier=z, accuracy=accuracy,
+                  top3_accuracy=0.3, flags=['--aggregator=dp_ftrl'])
+    rows = [row(0.25, 0.19), row(0.5, 0.18)]
+    result = self._result(accuracy=None, capped=False, chosen=rows[1],
+                          noise_rows=rows,
+                          minutes_for_more_noise=lambda: 70.0)
+    self.assertIs(result['budget']['noise_grid_ran_out'], True)
+    self.assertEqual(result['budget']['minutes_for_more_noise'], 70.0)
+    self.assertIn(
+        'Every noise multiplier tried met the utility target, up to z = '
+        '0.5, the noise search\'s last: a larger one may meet it too, and '
+        'would let the launch reach the target epsilon with a smaller '
+        'report goal. Re-run this command with `--budget_minutes=70 '
+        '--max_rounds=100`, which keeps these rounds and tries more noise '
+        'multipliers (doubling on from z = 0.5); in the same '
+        '`--output_dir` it reuses the finished simulations.',
+        result['suggestions'])
+    self.assertEqual(strict_json.loads(strict_json.dumps(result)), result)
+    markdown = report.markdown(result, collections.defaultdict(str))
+    self.assertIn('the noise doubled from the least up to the plan\'s 2 '
+                  'multipliers; every run met the target (a larger z was '
+                  'not tried), so the largest is chosen:', markdown)
+    self.assertNotIn('until a run missed', markdown)
+    # Not asked or said: a miss ended the search, or the budget did, or the
+    # launch's report goal is capped (its noise per client is the cap's).
+    never = lambda: self.fail('not asked')
+    for kwargs in (dict(noise_rows=rows + [row(1.0, 0.1)]),
+                   dict(noise_rows=rows, stopped_by_budget=True),
+                   dict(noise_rows=rows, capped=True)):
+      result = self._result(**{'accuracy': None, 'capped': False,
+                               'chosen': rows[1],
+                               'minutes_for_more_noise': never, **kwargs})
+      self.assertIs(result['budget']['noise_grid_ran_out'], False, kwargs)
+      self.assertIsNone(result['budget']['minutes_for_more_noise'])
+      self.assertFalse(any('Every noise multiplier tried' in s
+                           for s in result['suggestions']), kwargs)
+      markdown = report.markdown(result, collections.defaultdict(str))
+      self.assertIn('until the budget ran out' if
+                    kwargs.get('stopped_by_budget') else
+                    'until a run missed the target; the largest z whose '
+                    'run, and every smaller one, met it:', markdown)
+    # No budget plans more factors: a larger budget, said plainly.
+    result = self._result(accuracy=None, capped=False, chosen=rows[1],
+                          noise_rows=rows)
+    self.assertIn('A larger --budget_minutes plans more of them.',
+                  result['suggestions'][-1])
 
   @parameterized.parameters(
       (0.18, False, True, True, 'meets the utility target 15.00%.'),
@@ -864,6 +957,42 @@ class LaunchNoiseTest(_CannedRecommendTest):
                   report.utility_verdict(result))
     self.assertTrue(any('simulate at its z / m' in s
                         for s in result['suggestions']))
+
+
+class NoiseGridTest(_CannedRecommendTest):
+  """Practice 2 when no noise multiplier tried misses the target."""
+
+  def test_every_factor_met_names_the_next_run(self):
+    # One seed at 45 minutes plans all 6 factors; every run meets 0.2.
+    result, runs, markdown, _ = self._recommend(lambda *_: 0.3)
+    noise = [z for name, z, _ in runs if name.startswith('z')]
+    self.assertLen(noise, len(search.NOISE_FACTORS))
+    self.assertFalse(result['launch']['report_goal_capped'])
+    self.assertEqual(result['simulation']['noise_multiplier'], max(noise))
+    self.assertIs(result['budget']['noise_grid_ran_out'], True)
+    self.assertIsNone(result['budget']['minutes_for_more_noise'])
+    z = max(noise)
+    self.assertIn(
+        f'The search tries at most 6 (up to 32 times the least noise): '
+        f'`run_stackoverflow --flagfile=simulation.flags '
+        f'--noise_multiplier={2 * z:g}` with another `--experiment_name` '
+        'runs the next.', result['suggestions'][-1])
+    self.assertIn('up to the plan\'s 6 multipliers; every run met the '
+                  'target', markdown)
+    self.assertIn(f'\n- {result["suggestions"][-1]}\n', markdown)
+
+  def test_a_miss_ends_the_search_and_says_nothing_more(self):
+    least = {}
+
+    def accuracy_of(z, *_):
+      least.setdefault('z', z)
+      return 0.3 if z <= 2 * least['z'] else 0.1
+
+    result, runs, markdown, _ = self._recommend(accuracy_of)
+    self.assertIs(result['budget']['noise_grid_ran_out'], False)
+    self.assertFalse(any('Every noise multiplier' in s
+                         for s in result['suggestions']))
+    self.assertIn('until a run missed the target', markdown)
 
 
 class SeedsPipelineTest(_CannedRecommendTest):
