@@ -220,6 +220,22 @@ class BudgetTest(absltest.TestCase):
     self.assertIn('--seed=2', finder.base_flags(2))
     self.assertIn('--seed=0', finder.base_flags())
 
+  def _replans(self, before, *, seeds, minutes, more_noise_factors=False):
+    """Whether the plan at `seeds` and `minutes` (and `before`'s rounds
+    as --max_rounds) keeps `before`'s rounds and grids (the grids
+    prefixes of the new ones), with more noise factors if asked."""
+    again = search.plan_budget(
+        self._request(seeds=seeds, budget_minutes=minutes,
+                      max_rounds=before.rounds),
+        round_seconds=0.7, public_text=True)
+    return (again.rounds >= before.rounds and
+            again.learning_rates[:len(before.learning_rates)] ==
+            before.learning_rates and
+            again.noise_factors[:len(before.noise_factors)] ==
+            before.noise_factors and
+            (not more_noise_factors or
+             len(again.noise_factors) > len(before.noise_factors)))
+
   def test_minutes_for_more_noise_factors_is_the_least_multiple_of_five(
       self):
     # With public text: 3 seeds at 45 minutes and at most 110 rounds
@@ -240,16 +256,8 @@ class BudgetTest(absltest.TestCase):
         continue
       self.assertEqual(more % 5, 0)
       def plans_more(m):
-        again = search.plan_budget(
-            self._request(seeds=seeds, budget_minutes=m,
-                          max_rounds=before.rounds),
-            round_seconds=0.7, public_text=True)
-        return (again.rounds >= before.rounds and
-                again.learning_rates[:len(before.learning_rates)] ==
-                before.learning_rates and
-                len(again.noise_factors) > len(before.noise_factors) and
-                again.noise_factors[:len(before.noise_factors)] ==
-                before.noise_factors)
+        return self._replans(before, seeds=seeds, minutes=m,
+                             more_noise_factors=True)
       self.assertTrue(plans_more(more), (seeds, minutes, more))
       if max_rounds == 110:
         self.assertEqual(more, 55.0)
@@ -272,15 +280,7 @@ class BudgetTest(absltest.TestCase):
                                               public_text=True)
       self.assertEqual(minutes % 5, 0)
       def keeps(m):
-        again = search.plan_budget(
-            self._request(seeds=more, budget_minutes=m,
-                          max_rounds=before.rounds),
-            round_seconds=0.7, public_text=True)
-        return (again.rounds >= before.rounds and
-                again.learning_rates[:len(before.learning_rates)] ==
-                before.learning_rates and
-                again.noise_factors[:len(before.noise_factors)] ==
-                before.noise_factors)
+        return self._replans(before, seeds=more, minutes=m)
       self.assertTrue(keeps(minutes), (seeds, minutes))
       self.assertFalse(any(keeps(m) for m in range(5, int(minutes), 5)),
                        (seeds, minutes))
