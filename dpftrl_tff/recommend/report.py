@@ -155,16 +155,16 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
   result['budget']['minutes_for_seeds'] = (
       {} if minutes is None else {str(advised): minutes})
   # Practice 2 met the target at every noise multiplier it planned: no run
-  # missed, so a larger z was never tried (left out for a capped report
-  # goal, whose launch has the cap's noise per client whatever z met).
+  # missed. More noise is advised except for a capped report goal, whose
+  # launch has the cap's noise per client whatever z met.
   ran_out = bool(meets_utility and not stopped_by_budget and
-                 not plan.capped and noise_rows and
                  policy.meets_target(noise_rows[-1], target.value))
-  more = (minutes_for_more_noise() if ran_out and minutes_for_more_noise
+  advise = ran_out and not plan.capped
+  more = (minutes_for_more_noise() if advise and minutes_for_more_noise
           else None)
   result['budget']['noise_grid_ran_out'] = ran_out
   result['budget']['minutes_for_more_noise'] = more
-  if ran_out:
+  if advise:
     result['suggestions'].append(_more_noise(result, more))
   return result
 
@@ -174,7 +174,7 @@ def _more_noise(result: Dict, minutes: Optional[float]) -> str:
   z = result['noise_runs'][-1]['noise_multiplier']
   text = (f'Every noise multiplier tried met the utility target, up to '
           f'z = {z:g}, the noise search\'s last: a larger one may meet it '
-          'too, and would let the launch reach the target epsilon with a '
+          'too, and could let the launch reach the target epsilon with a '
           'smaller report goal.')
   if minutes is not None:
     return text + (
@@ -190,7 +190,8 @@ def _more_noise(result: Dict, minutes: Optional[float]) -> str:
         f'`run_stackoverflow --flagfile={SIMULATION_FLAGFILE} '
         f'--noise_multiplier={2 * z:g}` with another `--experiment_name` '
         'runs the next.')
-  return text + ' A larger --budget_minutes plans more of them.'
+  return text + (' A larger --budget_minutes (without --quick) plans more '
+                 'of them.')
 
 
 # More seeds than this are not advised for settling one margin: their
@@ -742,8 +743,8 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
   # How the search ended: a miss, the plan's last multiplier, the budget.
   if result['budget'].get('noise_grid_ran_out'):
     until = (f' up to the plan\'s {len(result["noise_runs"])} multipliers; '
-             f'every {"run" if one else "setting"} met the target (a larger '
-             'z was not tried), so the largest is chosen')
+             f'every {"run" if one else "setting"} met the target, so the '
+             'largest is chosen')
   else:
     until = (' until the budget ran out'
              if result['budget'].get('stopped_noise_search') else

@@ -480,7 +480,7 @@ class UtilityVerdictTest(parameterized.TestCase):
     self.assertIn(
         'Every noise multiplier tried met the utility target, up to z = '
         '0.5, the noise search\'s last: a larger one may meet it too, and '
-        'would let the launch reach the target epsilon with a smaller '
+        'could let the launch reach the target epsilon with a smaller '
         'report goal. Re-run this command with `--budget_minutes=70 '
         '--max_rounds=100`, which keeps these rounds and tries more noise '
         'multipliers (doubling on from z = 0.5); in the same '
@@ -489,31 +489,36 @@ class UtilityVerdictTest(parameterized.TestCase):
     self.assertEqual(strict_json.loads(strict_json.dumps(result)), result)
     markdown = report.markdown(result, collections.defaultdict(str))
     self.assertIn('the noise doubled from the least up to the plan\'s 2 '
-                  'multipliers; every run met the target (a larger z was '
-                  'not tried), so the largest is chosen:', markdown)
+                  'multipliers; every run met the target, so the largest is '
+                  'chosen:', markdown)
     self.assertNotIn('until a run missed', markdown)
     # Not asked or said: a miss ended the search, or the budget did, or the
-    # launch's report goal is capped (its noise per client is the cap's).
+    # launch's report goal is capped (its noise per client is the cap's;
+    # that no run missed is still said).
     never = lambda: self.fail('not asked')
-    for kwargs in (dict(noise_rows=rows + [row(1.0, 0.1)]),
-                   dict(noise_rows=rows, stopped_by_budget=True),
-                   dict(noise_rows=rows, capped=True)):
+    for kwargs, ended in (
+        (dict(noise_rows=rows + [row(1.0, 0.1)]),
+         'until a run missed the target; the largest z whose run, and every '
+         'smaller one, met it:'),
+        (dict(noise_rows=rows, stopped_by_budget=True),
+         'until the budget ran out'),
+        (dict(noise_rows=rows, capped=True),
+         'up to the plan\'s 2 multipliers; every run met the target')):
       result = self._result(**{'accuracy': None, 'capped': False,
                                'chosen': rows[1],
                                'minutes_for_more_noise': never, **kwargs})
-      self.assertIs(result['budget']['noise_grid_ran_out'], False, kwargs)
+      self.assertIs(result['budget']['noise_grid_ran_out'],
+                    bool(kwargs.get('capped')), kwargs)
       self.assertIsNone(result['budget']['minutes_for_more_noise'])
       self.assertFalse(any('Every noise multiplier tried' in s
                            for s in result['suggestions']), kwargs)
       markdown = report.markdown(result, collections.defaultdict(str))
-      self.assertIn('until the budget ran out' if
-                    kwargs.get('stopped_by_budget') else
-                    'until a run missed the target; the largest z whose '
-                    'run, and every smaller one, met it:', markdown)
+      self.assertIn(ended, markdown)
     # No budget plans more factors: a larger budget, said plainly.
     result = self._result(accuracy=None, capped=False, chosen=rows[1],
                           noise_rows=rows)
-    self.assertIn('A larger --budget_minutes plans more of them.',
+    self.assertIn('A larger --budget_minutes (without --quick) plans more '
+                  'of them.',
                   result['suggestions'][-1])
 
   @parameterized.parameters(
