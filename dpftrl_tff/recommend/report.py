@@ -143,8 +143,8 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
                                launch_met=launch_met))
   # How many seeds would settle the margin, were they to spread as these
   # did (None: one seed, settled, or failed; a zero margin: none would).
-  settle = policy.seeds_to_settle(
-      _margin(result), _margin_stderr(result), request.seeds)
+  settle = policy.seeds_to_settle(*_recommended_margin(result),
+                                  request.seeds)
   result['seeds_to_settle'] = (None if settle is None or math.isinf(settle)
                                else int(settle))
   result['seeds_to_settle_is_unbounded'] = settle == math.inf
@@ -555,12 +555,6 @@ def _margin_to_target(result: Dict, accuracy: float,
   return margin, stderr
 
 
-def _margin(result: Dict) -> Optional[float]:
-  """The recommended simulation's accuracy minus the target (None when
-  it diverged or failed)."""
-  return _recommended_margin(result)[0]
-
-
 def _margin_stderr(result: Dict) -> Optional[float]:
   """The standard error of (recommended accuracy - target); None with
   one seed."""
@@ -568,6 +562,7 @@ def _margin_stderr(result: Dict) -> Optional[float]:
 
 
 def _recommended_margin(result: Dict):
+  """The recommended simulation's (margin, stderr) to the target."""
   sim = result['simulation']
   return _margin_to_target(result, sim['eval_accuracy'],
                            sim.get('eval_accuracy_stderr'))
