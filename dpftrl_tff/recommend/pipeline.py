@@ -157,7 +157,12 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
           request, budget, seeds=seeds, public_text=public_text),
       minutes_for_more_noise=lambda: search_lib.minutes_keeping_rounds(
           request, budget, seeds=request.seeds, public_text=public_text,
-          more_noise_factors=True))
+          more_noise_factors=True),
+      minutes_for_learning_rates=lambda n, more_noise_factors=False: (
+          search_lib.minutes_keeping_rounds(
+              request, budget, seeds=request.seeds, public_text=public_text,
+              least_learning_rates=n,
+              more_noise_factors=more_noise_factors)))
   report_lib.write(request.output_dir, result, plan=plan)
   return result
 

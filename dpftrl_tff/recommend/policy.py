@@ -9,6 +9,9 @@ with the reason in words for `recommendation.md`:
                         the unigram baseline plus a margin);
   best_learning_rates   practice 6: the best (client_lr, server_lr) of the
                         small report-goal runs;
+  learning_rate_edge    whether the grid tried brackets that pair: its
+                        untried neighbours in the grid, and the pairs past
+                        the grid's edge;
   mean_over_seeds       one setting's runs with different seeds as one
                         result: the mean accuracy the practices judge it on;
   seeds_to_settle       how many seeds a margin to the target within two
@@ -28,7 +31,7 @@ with the reason in words for `recommendation.md`:
 import dataclasses
 import math
 import statistics
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from dpftrl_tff.accounting import adaptive as adaptive_accounting
 
@@ -111,6 +114,59 @@ def learning_rate_ranking(results: Sequence[Dict]) -> List[Dict]:
   stable = [r for r in finished if not r.get('exploded')]
   return sorted(stable or finished, key=lambda r: (
       -r['accuracy'], r['client_lr'], r['server_lr']))
+
+
+def learning_rate_edge(chosen: Tuple[float, float],
+                       grid: Sequence[Tuple[float, float]],
+                       tried: Sequence[Tuple[float, float]]) -> Dict:
+  """Whether the (client_lr, server_lr) pairs tried bracket the chosen one.
+
+  Along each axis (the client lr at the chosen server lr, and the server
+  lr at the chosen client lr) and in each direction, the chosen pair's
+  neighbour is the nearest pair of `grid` on that line. An optimum of a
+  grid search is bracketed in a direction only when that neighbour was
+  tried (and did worse); otherwise a pair there may do better:
+
+    untried_neighbours  the neighbours in `grid` not in `tried` (a larger
+                        budget plans them: the grid is tried in order);
+    beyond_grid         where the chosen value is the grid's least or
+                        largest on that axis (no pair of the grid lies
+                        past it), the pair one grid step further: the value
+                        times the ratio to the axis's next value inward.
+
+  A direction without a neighbour whose value is not the axis's extreme
+  (a gap in the grid, not its edge) is neither.
+
+  Args:
+    chosen: the chosen (client_lr, server_lr).
+    grid: every pair the search can plan (`search.LEARNING_RATE_GRID`).
+    tried: the pairs run.
+
+  Returns:
+    {'untried_neighbours': [pair, ...], 'beyond_grid': [pair, ...]}, each
+    in the order client lr down, up, server lr down, up.
+  """
+  tried = {tuple(p) for p in tried}
+  untried, beyond = [], []
+  for axis in (0, 1):
+    line = sorted(p[axis] for p in grid
+                  if p[1 - axis] == chosen[1 - axis] and p != tuple(chosen))
+    values = sorted({p[axis] for p in grid})
+    value = chosen[axis]
+    for side in (-1, 1):
+      past = [v for v in line if (v - value) * side > 0]
+      if past:
+        near = min(past, key=lambda v: abs(v - value))
+        pair = (near, chosen[1]) if axis == 0 else (chosen[0], near)
+        if pair not in tried:
+          untried.append(pair)
+      elif len(values) > 1 and value == (values[0] if side < 0 else
+                                         values[-1]):
+        inward = values[1] if side < 0 else values[-2]
+        further = float(f'{value * value / inward:.3g}')
+        beyond.append((further, chosen[1]) if axis == 0 else
+                      (chosen[0], further))
+  return dict(untried_neighbours=untried, beyond_grid=beyond)
 
 
 def mean_over_seeds(runs: Sequence[Dict]) -> Dict:

@@ -34,7 +34,8 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           unigram, target, noise_rows, chosen, meets_utility, plan,
           least_noise_per_client, clipped_count_stddev,
           stopped_by_budget=False, launch_noise_row=None,
-          minutes_keeping_rounds=None, minutes_for_more_noise=None) -> Dict:
+          minutes_keeping_rounds=None, minutes_for_more_noise=None,
+          minutes_for_learning_rates=None) -> Dict:
   """recommendation.json's content.
 
   `launch_noise_row`: the run at the launch's noise per client when the
@@ -49,6 +50,12 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
   and plans more noise factors (`search.minutes_keeping_rounds` with
   `more_noise_factors`), or None; asked only when every noise multiplier
   tried met the target.
+  `minutes_for_learning_rates(n, more_noise_factors=False)`: the
+  --budget_minutes that keeps these rounds and plans the first n pairs of
+  `search.LEARNING_RATE_GRID` (and more noise factors if asked), or None
+  (`search.minutes_keeping_rounds` with `least_learning_rates`); asked
+  when the chosen pair has neighbours in the grid not tried
+  (`policy.learning_rate_edge`).
   """
   out = os.path.abspath(request.output_dir)
   launch_met = (launch_noise_row is not None and
@@ -154,6 +161,24 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
   # {K: the --budget_minutes keeping these rounds at --seeds=K}.
   result['budget']['minutes_for_seeds'] = (
       {} if minutes is None else {str(advised): minutes})
+  # Practice 6's grid around the chosen pair: its untried neighbours (a
+  # larger budget plans them) and the pairs past the grid's edge.
+  grid = search_lib.LEARNING_RATE_GRID
+  edge = policy.learning_rate_edge(
+      (best['client_lr'], best['server_lr']), grid,
+      [(r['client_lr'], r['server_lr']) for r in lr_rows])
+  result['learning_rate_grid'] = dict(
+      pairs_in_grid=len(grid), pairs_tried=len(lr_rows),
+      **{key: [dict(client_lr=c, server_lr=s) for c, s in pairs]
+         for key, pairs in edge.items()})
+  lr_minutes = None
+  least_lrs = 1 + max([grid.index(p) for p in edge['untried_neighbours']],
+                      default=-1)
+  if edge['untried_neighbours'] and minutes_for_learning_rates:
+    lr_minutes = minutes_for_learning_rates(least_lrs)
+  result['budget']['minutes_for_learning_rates'] = lr_minutes
+  if edge['untried_neighbours'] or edge['beyond_grid']:
+    result['suggestions'].append(_learning_rate_edge(result, lr_minutes))
   # Practice 2 met the target at every noise multiplier it planned: no run
   # missed. More noise is advised except for a capped report goal, whose
   # launch has the cap's noise per client whatever z met.
@@ -166,7 +191,71 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
   result['budget']['minutes_for_more_noise'] = more
   if advise:
     result['suggestions'].append(_more_noise(result, more))
+  # Both re-runs advised: the one budget that does both.
+  both = (minutes_for_learning_rates(least_lrs, more_noise_factors=True)
+          if more is not None and lr_minutes is not None else None)
+  result['budget']['minutes_for_learning_rates_and_more_noise'] = both
+  if both is not None:
+    result['suggestions'][-1] += (
+        f' `--budget_minutes={both:g} --max_rounds={budget.rounds}` tries '
+        'both these noise multipliers and the learning rates above.')
   return result
+
+
+def _pairs(pairs: List[Dict]) -> str:
+  words = [f'client lr {p["client_lr"]:g} / server lr {p["server_lr"]:g}'
+           for p in pairs]
+  return ' and '.join(words) if len(words) < 3 else (
+      ', '.join(words[:-1]) + ' and ' + words[-1])
+
+
+def _learning_rate_edge(result: Dict, minutes: Optional[float]) -> str:
+  """What to do when practice 6's grid does not bracket the chosen pair
+  (`policy.learning_rate_edge`): the budget that tries its untried
+  neighbours, and a run at each pair past the grid's edge."""
+  sim, grid = result['simulation'], result['learning_rate_grid']
+  untried, tried = grid['untried_neighbours'], grid['pairs_tried']
+  text = (f'The chosen learning rates, client lr {sim["client_lr"]:g} / '
+          f'server lr {sim["server_lr"]:g}, are at the edge of the '
+          + (f'{tried} pair{"" if tried == 1 else "s"} tried (of the '
+             f'grid\'s {grid["pairs_in_grid"]}; one run each):' if untried
+             else 'grid (' + (f'all its {tried}' if tried ==
+                              grid['pairs_in_grid'] else
+                              f'{tried} of its {grid["pairs_in_grid"]}')
+             + ' pairs tried, one run each):'))
+  if untried:
+    them = 'it' if len(untried) == 1 else 'them'
+    text += (f' next to them in the grid, {_pairs(untried)} '
+             f'{"was" if len(untried) == 1 else "were"} not tried and may '
+             'do better.')
+    if minutes is not None:
+      text += (f' Re-run this command with `--budget_minutes={minutes:g} '
+               f'--max_rounds={sim["rounds"]}`, which keeps these rounds '
+               f'and tries {them}; in the same `--output_dir` it reuses the '
+               'finished simulations (a better pair makes new no-noise and '
+               'noise runs).')
+    else:
+      text += f' A larger --budget_minutes (without --quick) tries {them}.'
+  accuracy = sim['seed_accuracies'][0]
+  compare = ('' if not policy.finite(accuracy) else
+             f', to compare with its {percent(accuracy)}')
+  for pair in grid['beyond_grid']:
+    name, value = (('client', pair['client_lr'])
+                   if pair['client_lr'] != sim['client_lr'] else
+                   ('server', pair['server_lr']))
+    now = sim[f'{name}_lr']
+    notes = ([f'seed {sim["seeds"][0]}\'s run'] if len(sim['seeds']) > 1
+             and compare else []) + ['the same clip, noise and seed']
+    if name == 'client':
+      notes.append(f'the clip was estimated at client lr {now:g}, so this '
+                   'is a rough check')
+    text += (f' {name.capitalize()} lr {now:g} is the '
+             f'{"largest" if value > now else "least"} the grid has: '
+             f'`run_stackoverflow --flagfile={SIMULATION_FLAGFILE} '
+             f'--{name}_lr={value:g}` with another `--experiment_name` runs '
+             f'the recommended simulation at {name} lr {value:g}{compare} '
+             f'({"; ".join(notes)}).')
+  return text
 
 
 def _more_noise(result: Dict, minutes: Optional[float]) -> str:
@@ -710,7 +799,9 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
       f'{result["learning_rate_runs"][0]["noise_multiplier"]:g}, the least '
       f'noise the privacy target allows at the largest report goal '
       f'(z / m = {result["least_noise_per_client"]:.4g}), '
-      f'{sim["rounds"]} rounds each:', '',
+      f'{sim["rounds"]} rounds each, the first '
+      f'{result["learning_rate_grid"]["pairs_tried"]} of the grid\'s '
+      f'{result["learning_rate_grid"]["pairs_in_grid"]} pairs:', '',
       '| client lr | server lr | accuracy | clip in force at the end | training loss |',
       '| --- | --- | --- | --- | --- |']
   for r in result['learning_rate_runs']:

@@ -175,7 +175,8 @@ def plan_budget(request: Request, *, round_seconds: float,
 
 def minutes_keeping_rounds(request: Request, budget: Budget, *, seeds: int,
                            public_text: bool,
-                           more_noise_factors: bool = False
+                           more_noise_factors: bool = False,
+                           least_learning_rates: int = 0
                            ) -> Optional[float]:
   """The --budget_minutes (a multiple of 5) at which `plan_budget`, with
   --seeds=`seeds` and --max_rounds at `budget`'s rounds, plans those
@@ -185,18 +186,23 @@ def minutes_keeping_rounds(request: Request, budget: Budget, *, seeds: int,
   may try more settings). With `more_noise_factors`, the least that also
   plans more noise factors than `budget` (for a noise search that met the
   target at every factor), None when `budget` has all of
-  `NOISE_FACTORS`. None for --quick (its plan ignores the budget)."""
+  `NOISE_FACTORS`. With `least_learning_rates`, the least that also
+  plans at least that many learning-rate pairs (None when it is more than
+  `LEARNING_RATE_GRID` has). None for --quick (its plan ignores the
+  budget)."""
   if request.quick or (more_noise_factors and
-                       len(budget.noise_factors) >= len(NOISE_FACTORS)):
+                       len(budget.noise_factors) >= len(NOISE_FACTORS)) or \
+      least_learning_rates > len(LEARNING_RATE_GRID):
     return None
   least_factors = len(budget.noise_factors) + int(more_noise_factors)
+  least_lrs = max(len(budget.learning_rates), least_learning_rates)
   for minutes in range(5, 10**7, 5):   # Rounds and grids grow with minutes.
     again = plan_budget(
         dataclasses.replace(request, seeds=seeds, budget_minutes=minutes,
                             max_rounds=budget.rounds),
         round_seconds=budget.round_seconds, public_text=public_text)
     if again.rounds >= budget.rounds and \
-        len(again.learning_rates) >= len(budget.learning_rates) and \
+        len(again.learning_rates) >= least_lrs and \
         len(again.noise_factors) >= least_factors:
       return float(minutes)
   return None

@@ -85,6 +85,83 @@ class LearningRatesTest(absltest.TestCase):
                                        accuracy=None)])
 
 
+class LearningRateEdgeTest(absltest.TestCase):
+  """Whether the grid tried brackets the chosen learning-rate pair."""
+
+  def _brute_force(self, chosen, grid, tried):
+    """`policy.learning_rate_edge` by definition: a grid pair on one of
+    the chosen pair's two lines is its neighbour when no grid pair lies
+    strictly between them; a side with none is the grid's edge when no
+    grid value at all lies past the chosen one on that axis."""
+    untried, beyond = set(), set()
+    for axis in (0, 1):
+      on_line = [p for p in grid if p != chosen and
+                 p[1 - axis] == chosen[1 - axis]]
+      for side in (-1, 1):
+        past = [p for p in on_line if (p[axis] - chosen[axis]) * side > 0]
+        nearest = [p for p in past if not any(
+            (q[axis] - chosen[axis]) * side > 0 and
+            (p[axis] - q[axis]) * side > 0 for q in past)]
+        self.assertLessEqual(len(nearest), 1)
+        untried.update(p for p in nearest if p not in tried)
+        values = [p[axis] for p in grid]
+        if not past and not any((v - chosen[axis]) * side > 0
+                                for v in values) and len(set(values)) > 1:
+          inward = (min(v for v in values if v > chosen[axis]) if side < 0
+                    else max(v for v in values if v < chosen[axis]))
+          further = chosen[axis] ** 2 / inward
+          beyond.add((axis, side, further))
+    return untried, beyond
+
+  def _check(self, chosen, grid, tried):
+    edge = policy.learning_rate_edge(chosen, grid, tried)
+    untried, beyond = self._brute_force(chosen, grid, tried)
+    self.assertEqual(set(edge['untried_neighbours']), untried)
+    self.assertLen(edge['untried_neighbours'], len(untried))
+    self.assertLen(edge['beyond_grid'], len(beyond))
+    for pair in edge['beyond_grid']:
+      axis = 0 if pair[0] != chosen[0] else 1
+      self.assertEqual(pair[1 - axis], chosen[1 - axis])
+      side = 1 if pair[axis] > chosen[axis] else -1
+      (further,) = [f for a, s, f in beyond if (a, s) == (axis, side)]
+      self.assertAlmostEqual(pair[axis], further, delta=5e-3 * further)
+
+  def test_every_plan_of_the_grid_against_brute_force(self):
+    grid = search.LEARNING_RATE_GRID
+    for n in range(1, len(grid) + 1):
+      for chosen in grid[:n]:
+        self._check(chosen, grid, grid[:n])
+
+  def test_random_grids_against_brute_force(self):
+    rng = np.random.default_rng(7)   # Test data, not noise.
+    values = (0.1, 0.3, 1.0, 3.0, 10.0)
+    for _ in range(300):
+      size = rng.integers(1, 12)
+      grid = list(dict.fromkeys(
+          (float(rng.choice(values)), float(rng.choice(values)))
+          for _ in range(size)))
+      tried = [p for p in grid if rng.random() < 0.5] or grid[:1]
+      self._check(tried[int(rng.integers(len(tried)))], grid, tried)
+
+  def test_the_sympy_2025_plans(self):
+    # docs/recommend.md: 3 pairs chose 0.5 / 3, whose neighbour 1 / 3 (in
+    # the 6-pair plan) did better; 6 pairs chose 1 / 3, at the grid's edge.
+    grid = search.LEARNING_RATE_GRID
+    self.assertEqual(
+        policy.learning_rate_edge((0.5, 3.0), grid, grid[:3]),
+        dict(untried_neighbours=[(1.0, 3.0)], beyond_grid=[(0.5, 9.0)]))
+    self.assertEqual(
+        policy.learning_rate_edge((1.0, 3.0), grid, grid[:6]),
+        dict(untried_neighbours=[], beyond_grid=[(1.0, 9.0)]))
+    # The recipe's pair is bracketed on both axes by the whole grid.
+    self.assertEqual(
+        policy.learning_rate_edge((0.5, 1.0), grid, grid),
+        dict(untried_neighbours=[], beyond_grid=[]))
+    self.assertEqual(
+        policy.learning_rate_edge((2.0, 0.3), grid, grid)['beyond_grid'],
+        [(4.0, 0.3), (2.0, 0.09)])
+
+
 class LargestNoiseTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
@@ -220,10 +297,12 @@ class BudgetTest(absltest.TestCase):
     self.assertIn('--seed=2', finder.base_flags(2))
     self.assertIn('--seed=0', finder.base_flags())
 
-  def _replans(self, before, *, seeds, minutes, more_noise_factors=False):
+  def _replans(self, before, *, seeds, minutes, more_noise_factors=False,
+               least_learning_rates=0):
     """Whether the plan at `seeds` and `minutes` (and `before`'s rounds
     as --max_rounds) keeps `before`'s rounds and grids (the grids
-    prefixes of the new ones), with more noise factors if asked."""
+    prefixes of the new ones), with more noise factors and at least
+    `least_learning_rates` pairs if asked."""
     again = search.plan_budget(
         self._request(seeds=seeds, budget_minutes=minutes,
                       max_rounds=before.rounds),
@@ -234,7 +313,46 @@ class BudgetTest(absltest.TestCase):
             again.noise_factors[:len(before.noise_factors)] ==
             before.noise_factors and
             (not more_noise_factors or
-             len(again.noise_factors) > len(before.noise_factors)))
+             len(again.noise_factors) > len(before.noise_factors)) and
+            len(again.learning_rates) >= least_learning_rates)
+
+  def test_minutes_for_more_learning_rates_is_the_least_multiple_of_five(
+      self):
+    # 3 seeds at 20 minutes plans 3 pairs (the SymPy 2025 run's plan);
+    # the pair after them, 5th of the grid, takes 6; one seed at 45
+    # minutes has all 8.
+    # With more noise factors too: both at once.
+    for seeds, minutes, least, noise in (
+        (3, 20.0, 5, False), (3, 20.0, 4, False), (3, 45.0, 8, False),
+        (1, 45.0, 8, False), (3, 20.0, 5, True), (3, 20.0, 8, True)):
+      request = self._request(seeds=seeds, budget_minutes=minutes)
+      before = search.plan_budget(request, round_seconds=0.7,
+                                  public_text=True)
+      more = search.minutes_keeping_rounds(request, before, seeds=seeds,
+                                           public_text=True,
+                                           least_learning_rates=least,
+                                           more_noise_factors=noise)
+      self.assertEqual(more % 5, 0)
+      if noise:
+        self.assertGreaterEqual(more, search.minutes_keeping_rounds(
+            request, before, seeds=seeds, public_text=True,
+            least_learning_rates=least))
+      def plans(m):
+        return self._replans(before, seeds=seeds, minutes=m,
+                             least_learning_rates=least,
+                             more_noise_factors=noise)
+      self.assertTrue(plans(more), (seeds, minutes, least, more))
+      self.assertFalse(any(plans(m) for m in range(5, int(more), 5)),
+                       (seeds, minutes, least, more))
+      if len(before.learning_rates) >= least and not noise:   # The same.
+        self.assertEqual(more, search.minutes_keeping_rounds(
+            request, before, seeds=seeds, public_text=True))
+    self.assertIsNone(search.minutes_keeping_rounds(
+        request, before, seeds=1, public_text=True,
+        least_learning_rates=len(search.LEARNING_RATE_GRID) + 1))
+    self.assertIsNone(search.minutes_keeping_rounds(
+        self._request(quick=True), before, seeds=1, public_text=True,
+        least_learning_rates=4))
 
   def test_minutes_for_more_noise_factors_is_the_least_multiple_of_five(
       self):
@@ -436,7 +554,8 @@ class UtilityVerdictTest(parameterized.TestCase):
   def _result(self, *, accuracy, capped, seeds=1, chosen=None, no_dp=None,
               noise_rows=None, target=0.15, source='no_dp_share',
               minutes_keeping_rounds=None, lr_rows=None,
-              stopped_by_budget=False, minutes_for_more_noise=None):
+              stopped_by_budget=False, minutes_for_more_noise=None,
+              best=None, minutes_for_learning_rates=None):
     ns = types.SimpleNamespace
     chosen = chosen or dict(name='z1', noise_multiplier=0.5,
                             accuracy=accuracy, top3_accuracy=0.3,
@@ -456,7 +575,7 @@ class UtilityVerdictTest(parameterized.TestCase):
         search=ns(runs_dir='runs', pretrained_dir=None),
         lr_rows=lr_rows or [dict(client_lr=0.5, server_lr=1.0, accuracy=0.2,
                                  noise_multiplier=0.5, final_clip_norm=1.0)],
-        best=dict(client_lr=0.5, server_lr=1.0), clip_norm=1.0,
+        best=best or dict(client_lr=0.5, server_lr=1.0), clip_norm=1.0,
         no_dp=no_dp or dict(accuracy=0.2), unigram=0.05,
         target=ns(value=target, rule='the rule', source=source),
         noise_rows=noise_rows or [chosen],
@@ -464,7 +583,127 @@ class UtilityVerdictTest(parameterized.TestCase):
         plan=plan, least_noise_per_client=0.025, clipped_count_stddev=1.0,
         stopped_by_budget=stopped_by_budget,
         minutes_keeping_rounds=minutes_keeping_rounds,
-        minutes_for_more_noise=minutes_for_more_noise)
+        minutes_for_more_noise=minutes_for_more_noise,
+        minutes_for_learning_rates=minutes_for_learning_rates)
+
+  def _lr_rows(self, pairs, best):
+    return [dict(client_lr=c, server_lr=s, noise_multiplier=0.5,
+                 final_clip_norm=1.0, accuracy=0.2 if (c, s) == best else 0.1)
+            for c, s in pairs]
+
+  def test_an_untried_neighbour_of_the_chosen_learning_rates_is_named(self):
+    # SymPy 2025 at 20 minutes: 3 pairs tried, 0.5 / 3 chosen; 1 / 3, the
+    # grid's 5th pair, not tried (it did better at 50 minutes).
+    grid = search.LEARNING_RATE_GRID
+    asked = []
+    def minutes(n):
+      asked.append(n)
+      return 50.0
+    result = self._result(
+        accuracy=0.2, capped=False, lr_rows=self._lr_rows(grid[:3],
+                                                          (0.5, 3.0)),
+        best=dict(client_lr=0.5, server_lr=3.0),
+        minutes_for_learning_rates=minutes)
+    self.assertEqual(asked, [5])
+    self.assertEqual(result['budget']['minutes_for_learning_rates'], 50.0)
+    self.assertEqual(result['learning_rate_grid'], dict(
+        pairs_in_grid=8, pairs_tried=3,
+        untried_neighbours=[dict(client_lr=1.0, server_lr=3.0)],
+        beyond_grid=[dict(client_lr=0.5, server_lr=9.0)]))
+    self.assertIn(
+        'The chosen learning rates, client lr 0.5 / server lr 3, are at the '
+        'edge of the 3 pairs tried (of the grid\'s 8; one run each): next '
+        'to them in the grid, client lr 1 / server lr 3 was not tried and '
+        'may do better. Re-run this command with `--budget_minutes=50 '
+        '--max_rounds=100`, which keeps these rounds and tries it; in the '
+        'same `--output_dir` it reuses the finished simulations (a better '
+        'pair makes new no-noise and noise runs). Server lr 3 is the '
+        'largest the grid has: `run_stackoverflow '
+        '--flagfile=simulation.flags --server_lr=9` with another '
+        '`--experiment_name` runs the recommended simulation at server lr '
+        '9, to compare with its 20.00% (the same clip, noise and seed).',
+        result['suggestions'])
+    self.assertEqual(strict_json.loads(strict_json.dumps(result)), result)
+    markdown = report.markdown(result, collections.defaultdict(str))
+    self.assertIn('100 rounds each, the first 3 of the grid\'s 8 pairs:',
+                  markdown)
+    # Both re-runs advised (every noise tried met the target too): the
+    # budget doing both is named after them.
+    rows = [dict(name=f'z{z:g}', noise_multiplier=z, accuracy=0.2,
+                 top3_accuracy=0.3, flags=['--aggregator=dp_ftrl'])
+            for z in (0.25, 0.5)]
+    result = self._result(
+        accuracy=None, capped=False, chosen=rows[1], noise_rows=rows,
+        lr_rows=self._lr_rows(grid[:3], (0.5, 3.0)),
+        best=dict(client_lr=0.5, server_lr=3.0),
+        minutes_for_more_noise=lambda: 35.0,
+        minutes_for_learning_rates=lambda n, more_noise_factors=False: (
+            45.0 if more_noise_factors else 40.0))
+    self.assertEqual(
+        result['budget']['minutes_for_learning_rates_and_more_noise'], 45.0)
+    self.assertIn('--budget_minutes=40 --max_rounds=100', ' '.join(
+        result['suggestions']))
+    self.assertTrue(result['suggestions'][-1].startswith(
+        'Every noise multiplier tried met the utility target'))
+    self.assertTrue(result['suggestions'][-1].endswith(
+        'it reuses the finished simulations. `--budget_minutes=45 '
+        '--max_rounds=100` tries both these noise multipliers and the '
+        'learning rates above.'))
+    # No budget to name (--quick): said plainly; three neighbours.
+    result = self._result(
+        accuracy=0.2, capped=False, lr_rows=self._lr_rows(grid[:2],
+                                                          (0.5, 1.0)))
+    self.assertIsNone(result['budget']['minutes_for_learning_rates'])
+    self.assertIn(
+        'next to them in the grid, client lr 0.25 / server lr 1, client lr '
+        '0.5 / server lr 0.3 and client lr 0.5 / server lr 3 were not tried '
+        'and may do better. A larger '
+        '--budget_minutes (without --quick) tries them.',
+        ' '.join(result['suggestions']))
+
+  def test_learning_rates_past_the_grids_edge_name_a_run(self):
+    grid = search.LEARNING_RATE_GRID
+    never = lambda n: self.fail('no untried neighbour')
+    # SymPy 2025 at 40 minutes: 6 pairs, 1 / 3 chosen, its neighbours
+    # tried; no larger server lr in the grid.
+    result = self._result(
+        accuracy=0.2, capped=False, lr_rows=self._lr_rows(grid[:6],
+                                                          (1.0, 3.0)),
+        best=dict(client_lr=1.0, server_lr=3.0),
+        minutes_for_learning_rates=never)
+    self.assertIn(
+        'The chosen learning rates, client lr 1 / server lr 3, are at the '
+        'edge of the grid (6 of its 8 pairs tried, one run each): Server lr '
+        '3 is the largest the grid has: `run_stackoverflow '
+        '--flagfile=simulation.flags --server_lr=9`',
+        ' '.join(result['suggestions']))
+    # The recipe's pair, bracketed by the whole grid: nothing said.
+    result = self._result(
+        accuracy=0.2, capped=False, lr_rows=self._lr_rows(grid, (0.5, 1.0)),
+        minutes_for_learning_rates=never)
+    self.assertEqual(result['learning_rate_grid']['untried_neighbours'], [])
+    self.assertEqual(result['learning_rate_grid']['beyond_grid'], [])
+    self.assertFalse(any('learning rates' in s for s in result['suggestions']))
+    # The least client lr, at 3 seeds: seed 0's run, and the clip's caveat.
+    chosen = dict(name='z1', noise_multiplier=0.5, accuracy=0.2,
+                  top3_accuracy=0.3, flags=['--aggregator=dp_ftrl'],
+                  seeds=[0, 1, 2], seed_accuracies=[0.21, 0.19, 0.2],
+                  accuracy_stderr=0.006)
+    result = self._result(
+        accuracy=0.2, capped=False, seeds=3, chosen=chosen,
+        lr_rows=self._lr_rows(grid, (0.25, 1.0)),
+        best=dict(client_lr=0.25, server_lr=1.0),
+        minutes_for_learning_rates=never)
+    self.assertIsNone(result['budget']['minutes_for_learning_rates'])
+    self.assertIn(
+        'The chosen learning rates, client lr 0.25 / server lr 1, are at the '
+        'edge of the grid (all its 8 pairs tried, one run each): Client lr '
+        '0.25 is the least the grid has: `run_stackoverflow '
+        '--flagfile=simulation.flags --client_lr=0.125` with another '
+        '`--experiment_name` runs the recommended simulation at client lr '
+        '0.125, to compare with its 21.00% (seed 0\'s run; the same clip, '
+        'noise and seed; the clip was estimated at client lr 0.25, so this '
+        'is a rough check).', result['suggestions'])
 
   def test_every_noise_tried_met_the_target_says_try_more(self):
     # z 0.25 and 0.5 both met the target 15%: a larger z was not tried.
@@ -839,8 +1078,10 @@ class _CannedRecommendTest(absltest.TestCase):
   assumes, so that practice 3 caps the report goal."""
 
   def _recommend(self, accuracy_of, *, budget_after_noise=False, seeds=1,
-                 utility_target=0.2):
-    """`accuracy_of(z, seed, stage)` is each canned run's accuracy."""
+                 utility_target=0.2, lr_accuracy=None):
+    """`accuracy_of(z, seed, stage)` is each canned run's accuracy, or for
+    the learning-rate runs `lr_accuracy[(client_lr, server_lr)]` if
+    given."""
     request = search.Request(
         cache_dir=tempfile.mkdtemp(), output_dir=tempfile.mkdtemp(),
         population=200_000, launch_rounds=300, target_epsilon=10.0,
@@ -855,6 +1096,9 @@ class _CannedRecommendTest(absltest.TestCase):
         self.simulations_done += 1
         accuracy = accuracy_of(described['noise_multiplier'],
                                described.get('seed'), described['stage'])
+        if lr_accuracy and described['stage'] == 'learning_rate':
+          accuracy = lr_accuracy[described['client_lr'],
+                                 described['server_lr']]
         runs.append((name, described['noise_multiplier'], flags))
         return dict(name=name, flags=list(flags), **described,
                     accuracy=accuracy, top3_accuracy=accuracy + 0.1,
@@ -998,6 +1242,45 @@ class NoiseGridTest(_CannedRecommendTest):
     self.assertFalse(any('Every noise multiplier' in s
                          for s in result['suggestions']))
     self.assertIn('until a run missed the target', markdown)
+
+
+class LearningRateGridPipelineTest(_CannedRecommendTest):
+  """Practice 6's grid when it does not bracket the chosen pair."""
+
+  def test_an_untried_neighbour_names_the_budget_that_plans_it(self):
+    # 3 seeds at 45 minutes plan the grid's first 6 pairs; 0.5 / 1 wins,
+    # and its neighbour 0.5 / 0.3 is the grid's 8th pair.
+    grid = search.LEARNING_RATE_GRID
+    lr_accuracy = {pair: 0.3 if pair == (0.5, 1.0) else 0.25
+                   for pair in grid}
+    result, runs, markdown, _ = self._recommend(
+        lambda *_: 0.3, seeds=3, lr_accuracy=lr_accuracy)
+    self.assertEqual(
+        [(c, s) for c, s in grid[:6]],
+        [(r['client_lr'], r['server_lr'])
+         for r in result['learning_rate_runs']])
+    self.assertLen([n for n, _, _ in runs if n.startswith('lr_')], 6)
+    self.assertEqual(result['learning_rate_grid']['untried_neighbours'],
+                     [dict(client_lr=0.5, server_lr=0.3)])
+    minutes = result['budget']['minutes_for_learning_rates']
+    self.assertEqual(minutes % 5, 0)
+    rounds = result['simulation']['rounds']
+    again = search.plan_budget(
+        search.Request(cache_dir='/c', output_dir='/o', population=200_000,
+                       launch_rounds=300, target_epsilon=10.0, delta=1e-10,
+                       max_report_goal=2000, clients_per_round=20,
+                       budget_minutes=minutes, timer_hours=(24,),
+                       pretrain_steps=0, seeds=3, max_rounds=rounds),
+        round_seconds=search.REFERENCE_ROUND_SECONDS, public_text=False)
+    self.assertEqual(list(again.learning_rates), list(grid))
+    self.assertEqual(again.rounds, rounds)
+    text = (f'Re-run this command with `--budget_minutes={minutes:g} '
+            f'--max_rounds={rounds}`, which keeps these rounds and tries it')
+    (said,) = [s for s in result['suggestions'] if 'learning rates' in s]
+    self.assertIn('client lr 0.5 / server lr 0.3 was not tried', said)
+    self.assertIn(text, said)
+    self.assertIn(text, markdown)
+    self.assertIn('the first 6 of the grid\'s 8 pairs:', markdown)
 
 
 class SeedsPipelineTest(_CannedRecommendTest):
