@@ -105,7 +105,15 @@ _SEEDS = flags.DEFINE_integer(
     'margin\'s standard error, and for a margin within two of them the '
     'seeds that would settle it at the same spread. 1: one run each (the '
     'most rounds for the budget); 3 or more where runs of one setting spread by points (small '
-    'corpora). The learning-rate runs are one seed each.')
+    'corpora). The learning-rate runs are one seed each (but see '
+    '--learning_rates_at_every_seed).')
+_LR_SEEDS = flags.DEFINE_integer(
+    'learning_rates_at_every_seed', 0, 'With --seeds=K > 1: the best this '
+    'many learning-rate pairs of one run each run again at the other K - 1 '
+    'seeds, and the pair is chosen on their means (K - 1 more simulations '
+    'each, so a smaller grid or fewer rounds for the budget). 0: the pair is '
+    'chosen on one run each; recommendation.md advises 2 when the chosen '
+    'pair\'s lead is within the seeds\' spread.')
 _QUICK = flags.DEFINE_bool('quick', False,
                            'A few rounds of a tiny model (tests).')
 
@@ -151,6 +159,13 @@ def _request(extra_flags) -> search.Request:
   checks.check_int(_MAX_ROUNDS.value, '--max_rounds', minimum=1)
   checks.check_int(_SEED.value, '--seed', minimum=0)
   checks.check_int(_SEEDS.value, '--seeds', minimum=1)
+  checks.check_int(_LR_SEEDS.value, '--learning_rates_at_every_seed',
+                   minimum=0, maximum=len(search.LEARNING_RATE_GRID))
+  if _LR_SEEDS.value and _SEEDS.value < 2:
+    raise ValueError(
+        f'--learning_rates_at_every_seed={_LR_SEEDS.value} needs --seeds of '
+        f'2 or more (got --seeds={_SEEDS.value}): with one seed every pair '
+        'runs once.')
   timers = [] if _TIMERS.value == ['auto'] else checks.check_positive_list(
       _TIMERS.value, '--timer_hours')
   return search.Request(
@@ -162,7 +177,8 @@ def _request(extra_flags) -> search.Request:
       utility_fraction=_FRACTION.value, utility_margin=_MARGIN.value,
       timer_hours=tuple(sorted(set(timers))) or None,
       pretrain_steps=_PRETRAIN.value, max_rounds=_MAX_ROUNDS.value,
-      seed=_SEED.value, seeds=_SEEDS.value, quick=_QUICK.value,
+      seed=_SEED.value, seeds=_SEEDS.value,
+      learning_rates_at_every_seed=_LR_SEEDS.value, quick=_QUICK.value,
       extra_flags=tuple(extra_flags))
 
 

@@ -39,10 +39,12 @@ _SHORTER = {
     'experiments.sweep': (_TRAINING.replace(' --clients_per_round=4', '') +
                           ' --synthetic_train_clients=200'),
     'experiments.plan_launch': '--population=20000 --rounds=60',
-    # Two seeds: each setting's runs and their means, end to end.
+    # Two seeds: each setting's runs and their means, end to end, and the
+    # learning-rate pairs again at the second seed.
     'experiments.recommend': ('--quick --population=20000 '
                               '--launch_rounds=60 --clients_per_round=4 '
-                              '--timer_hours=24 --seeds=2'),
+                              '--timer_hours=24 --seeds=2 '
+                              '--learning_rates_at_every_seed=2'),
     'experiments.privacy_accountant': '',
     'experiments.audit_mechanism': '--total_rounds=5 --bootstrap=20',
 }

@@ -79,19 +79,37 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
   warmup = max(1, budget.rounds // 5)
   adaptive_flags, count_stddev = adaptive_tuning_flags(
       least_z, m_sim, warmup=warmup, print_fn=print_fn)
-  for client_lr, server_lr in budget.learning_rates:
-    flags = search.simulation_flags(
+
+  def lr_flags(client_lr, server_lr, seed=None):
+    return search.simulation_flags(
         aggregator='dp_ftrl_adaptive', client_lr=client_lr,
-        server_lr=server_lr, noise_multiplier=least_z) + adaptive_flags
+        server_lr=server_lr, noise_multiplier=least_z,
+        seed=seed) + adaptive_flags
+
+  for client_lr, server_lr in budget.learning_rates:
     lr_rows.append(search.simulate(
-        f'lr_c{client_lr:g}_s{server_lr:g}', flags, stage='learning_rate',
-        client_lr=client_lr, server_lr=server_lr,
+        f'lr_c{client_lr:g}_s{server_lr:g}', lr_flags(client_lr, server_lr),
+        stage='learning_rate', client_lr=client_lr, server_lr=server_lr,
         noise_multiplier=least_z))
-  best = policy.best_learning_rates(lr_rows)
+  # --learning_rates_at_every_seed: the best pairs again at the other
+  # seeds, the choice taken on their means.
+  lr_seed_rows = []
+  if request.seeds > 1 and request.learning_rates_at_every_seed:
+    for row in policy.learning_rates_at_every_seed(
+        lr_rows, request.learning_rates_at_every_seed):
+      lr_seed_rows.append(search.simulate_seeds(
+          row['name'], lambda seed, row=row: lr_flags(
+              row['client_lr'], row['server_lr'], seed),
+          first_run=row, stage='learning_rate', client_lr=row['client_lr'],
+          server_lr=row['server_lr'], noise_multiplier=least_z))
+  best = policy.best_learning_rates_over_seeds(lr_rows, lr_seed_rows)
+  # The clip from the chosen pair's first seed, whose run names it: a
+  # re-run at more seeds that chooses the same pair reuses its runs.
   clip = best.get('final_clip_norm') or 1.0
   print_fn(f'  best: client lr {best["client_lr"]:g}, server lr '
-           f'{best["server_lr"]:g} ({report_lib.percent(best["accuracy"])}); '
-           f'clip norm from its estimate: {clip:.4g}')
+           f'{best["server_lr"]:g} ({report_lib.percent(best["accuracy"])}'
+           + (f', the mean of {request.seeds} seeds' if lr_seed_rows else '')
+           + f'); clip norm from its estimate: {clip:.4g}')
 
   # The reference without noise: the same learning rates, rounds and clip
   # (clipping alone keeps these learning rates stable).
@@ -147,7 +165,8 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
         target=target.value, print_fn=print_fn)
   result = report_lib.build(
       request=request, budget=budget, search=search, lr_rows=lr_rows,
-      best=best, clip_norm=clip, no_dp=no_dp, unigram=unigram,
+      lr_seed_rows=lr_seed_rows, best=best, clip_norm=clip, no_dp=no_dp,
+      unigram=unigram,
       target=target, noise_rows=noise_rows, chosen=chosen,
       meets_utility=meets_utility, plan=plan, launch_noise_row=launch_row,
       least_noise_per_client=noise_per_client,
@@ -162,7 +181,11 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
           search_lib.minutes_keeping_rounds(
               request, budget, seeds=request.seeds, public_text=public_text,
               least_learning_rates=n,
-              more_noise_factors=more_noise_factors)))
+              more_noise_factors=more_noise_factors)),
+      minutes_for_learning_rates_at_every_seed=lambda n: (
+          search_lib.minutes_keeping_rounds(
+              request, budget, seeds=request.seeds, public_text=public_text,
+              learning_rates_at_every_seed=n)))
   report_lib.write(request.output_dir, result, plan=plan)
   return result
 

@@ -9,6 +9,10 @@ with the reason in words for `recommendation.md`:
                         the unigram baseline plus a margin);
   best_learning_rates   practice 6: the best (client_lr, server_lr) of the
                         small report-goal runs;
+  learning_rates_at_every_seed
+                        which of them run again at every seed (the best
+                        few of one run each), and `best_learning_rates_
+                        over_seeds` the pair chosen on those means;
   learning_rate_edge    whether the grid tried brackets that pair: its
                         untried neighbours in the grid, and the pairs past
                         the grid's edge;
@@ -114,6 +118,48 @@ def learning_rate_ranking(results: Sequence[Dict]) -> List[Dict]:
   stable = [r for r in finished if not r.get('exploded')]
   return sorted(stable or finished, key=lambda r: (
       -r['accuracy'], r['client_lr'], r['server_lr']))
+
+
+def learning_rates_at_every_seed(results: Sequence[Dict],
+                                 count: int) -> List[Dict]:
+  """The learning-rate runs whose pairs run again at every seed: the first
+  `count` of `learning_rate_ranking` (one run each), when it has at least
+  two candidates (with one there is no choice to settle), else none.
+
+  The best of several one-seed runs is the likeliest to have been lucky
+  (its accuracy is the largest of several noisy draws), so the choice is
+  taken again on the means of the best few, which share that selection.
+  """
+  ranked = learning_rate_ranking(results)
+  return ranked[:count] if len(ranked) > 1 else []
+
+
+def best_learning_rates_over_seeds(results: Sequence[Dict],
+                                   at_every_seed: Sequence[Dict]) -> Dict:
+  """Practice 6's pair when some pairs also ran at every seed.
+
+  Args:
+    results: every learning-rate run, one seed each.
+    at_every_seed: `mean_over_seeds` of the pairs `learning_rates_at_every_
+      seed` chose, in any order (empty: one seed, or one candidate).
+
+  Returns:
+    `best_learning_rates(at_every_seed)`: the highest mean (a pair with a
+    seed that diverged or failed has no mean and is passed over, as is one
+    whose loss exploded at a seed while another pair's did not), compared
+    only among themselves: a pair of one run is not set against a mean.
+    When none of them has a mean, the best of the other pairs' one-seed
+    runs; when there are no means to compare, `best_learning_rates(
+    results)`. Raises ValueError if nothing learned.
+  """
+  if not at_every_seed:
+    return best_learning_rates(results)
+  ranked = learning_rate_ranking(at_every_seed)
+  if ranked:
+    return ranked[0]
+  again = {(r['client_lr'], r['server_lr']) for r in at_every_seed}
+  return best_learning_rates(
+      [r for r in results if (r['client_lr'], r['server_lr']) not in again])
 
 
 def learning_rate_edge(chosen: Tuple[float, float],

@@ -35,8 +35,18 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           least_noise_per_client, clipped_count_stddev,
           stopped_by_budget=False, launch_noise_row=None,
           minutes_keeping_rounds=None, minutes_for_more_noise=None,
-          minutes_for_learning_rates=None) -> Dict:
+          minutes_for_learning_rates=None, lr_seed_rows=(),
+          minutes_for_learning_rates_at_every_seed=None) -> Dict:
   """recommendation.json's content.
+
+  `lr_seed_rows`: with several seeds, `policy.mean_over_seeds` of the
+  learning-rate pairs that ran again at every seed
+  (--learning_rates_at_every_seed, `policy.learning_rates_at_every_seed`),
+  `best` the chosen one's.
+  `minutes_for_learning_rates_at_every_seed(n)`: the --budget_minutes that
+  keeps these rounds and grids with --learning_rates_at_every_seed=n, or
+  None; asked when, at several seeds, the pair was chosen on one run each
+  and its lead is within twice the seeds' spread (`_one_run_lead`).
 
   `launch_noise_row`: the run at the launch's noise per client when the
   report goal is capped (`pipeline._simulate_launch_noise`); when it meets
@@ -131,6 +141,8 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
       least_noise_per_client=least_noise_per_client,
       learning_rate_clipped_count_stddev=clipped_count_stddev,
       learning_rate_runs=[_strip(r) for r in lr_rows],
+      # The best pairs of one run each, again at every seed: their means.
+      learning_rate_runs_at_every_seed=[_strip(r) for r in lr_seed_rows],
       no_dp_run=_strip(no_dp),
       noise_runs=[_strip(r) for r in noise_rows],
       launch_noise_run=(None if launch_noise_row is None else
@@ -177,6 +189,12 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
   if edge['untried_neighbours'] and minutes_for_learning_rates:
     lr_minutes = minutes_for_learning_rates(least_lrs)
   result['budget']['minutes_for_learning_rates'] = lr_minutes
+  lead = _one_run_lead(result)
+  result['budget']['minutes_for_learning_rates_at_every_seed'] = (
+      minutes_for_learning_rates_at_every_seed(
+          search_lib.ADVISED_LEARNING_RATES_AT_EVERY_SEED)
+      if lead and not lead['settled'] and
+      minutes_for_learning_rates_at_every_seed else None)
   if edge['untried_neighbours'] or edge['beyond_grid']:
     result['suggestions'].append(_learning_rate_edge(result, lr_minutes))
   # Practice 2 met the target at every noise multiplier it planned: no run
@@ -218,11 +236,12 @@ def _learning_rate_edge(result: Dict, minutes: Optional[float]) -> str:
   text = (f'The chosen learning rates, client lr {sim["client_lr"]:g} / '
           f'server lr {sim["server_lr"]:g}, are at the edge of the '
           + (f'{tried} pair{"" if tried == 1 else "s"} tried (of the '
-             f'grid\'s {grid["pairs_in_grid"]}; one run each):' if untried
+             f'grid\'s {grid["pairs_in_grid"]}; '
+             f'{_learning_rate_runs_words(result)}):' if untried
              else 'grid (' + (f'all its {tried}' if tried ==
                               grid['pairs_in_grid'] else
                               f'{tried} of its {grid["pairs_in_grid"]}')
-             + ' pairs tried, one run each):'))
+             + f' pairs tried, {_learning_rate_runs_words(result)}):'))
   if untried:
     them = 'it' if len(untried) == 1 else 'them'
     text += (f' next to them in the grid, {_pairs(untried)} '
@@ -537,37 +556,116 @@ def seeds_caveat(result: Dict) -> str:
   return (
       f'Each no-noise and noise accuracy here is the mean of {len(seeds)} '
       f'simulations with seeds {seeds[0]} to {seeds[-1]} ({seed_words}; the '
-      f'learning-rate runs are one seed each; {noise}), and {source}. The '
+      f'learning-rate runs are {_learning_rate_runs_words(result)}; '
+      f'{noise}), and {source}. The '
       f'recommended simulation {margin}. {settled}'
       + _learning_rate_gap(result))
 
 
-def _learning_rate_gap(result: Dict) -> str:
-  """How far the chosen learning-rate pair's one run is above the next
-  candidate's, against how far two runs of one setting differ here:
-  sqrt(2) s, s the no-noise setting's sample standard deviation over its
-  seeds (the learning-rate runs have the least noise, close to none).
-  Empty when there is no spread or no second candidate."""
+def _learning_rate_runs_words(result: Dict) -> str:
+  """How practice 6's pairs ran: one run each, and the best again at every
+  seed."""
+  again = result.get('learning_rate_runs_at_every_seed') or []
+  if not again:
+    return 'one run each'
+  return (f'one run each, the best {len(again)} then at all '
+          f'{len(result["simulation"]["seeds"])} seeds')
+
+
+def _one_run_lead(result: Dict) -> Optional[Dict]:
+  """At several seeds, with the pair chosen on one run each: how far the
+  chosen learning-rate pair's run is above the next candidate's
+  (`policy.learning_rate_ranking`), against how far two runs of one
+  setting differ here, sqrt(2) s, s the no-noise setting's sample standard
+  deviation over its seeds (the learning-rate runs have the least noise,
+  close to none); settled when the lead is at least twice that.
+
+  Returns dict(best, next, gap, differ, settled), or None with one seed
+  (no spread), a failed no-noise seed, a single candidate, or pairs that
+  ran at every seed (`_learning_rate_gap` compares their means).
+  """
   no_dp = result['no_dp_run']
-  if no_dp.get('accuracy_stderr') is None:
-    return ''
+  if no_dp.get('accuracy_stderr') is None or \
+      result.get('learning_rate_runs_at_every_seed'):
+    return None
   rows = policy.learning_rate_ranking(result['learning_rate_runs'])
   if len(rows) < 2:
-    return ''
-  best, next_ = rows[0], rows[1]
+    return None
   differ = (math.sqrt(2) * no_dp['accuracy_stderr'] *
             math.sqrt(len(no_dp['seeds'])))
+  gap = rows[0]['accuracy'] - rows[1]['accuracy']
+  return dict(best=rows[0], next=rows[1], gap=gap, differ=differ,
+              settled=gap >= 2 * differ)
+
+
+def _learning_rate_gap(result: Dict) -> str:
+  """How settled practice 6's choice is. On one run each
+  (`_one_run_lead`): the lead against twice sqrt(2) s, and when within it
+  the --learning_rates_at_every_seed re-run that settles it. With pairs
+  that ran at every seed: the chosen mean's lead over the other's, against
+  the standard error of the difference of two independent means,
+  hypot(SE_1, SE_2) (a rough yardstick with a few seeds, as for the
+  target's margin). Empty with one seed or a single candidate."""
+  lead = _one_run_lead(result)
+  if lead is not None:
+    best, next_, gap = lead['best'], lead['next'], lead['gap']
+    text = (f' The learning rates were chosen on one run each: client lr '
+            f'{best["client_lr"]:g} / server lr {best["server_lr"]:g} gave '
+            f'{percent(best["accuracy"])}, {100 * gap:.2f} points above the '
+            f'next, {next_["client_lr"]:g} / {next_["server_lr"]:g} '
+            f'({percent(next_["accuracy"])}); two runs of the no-noise '
+            f'setting differ here by about {100 * lead["differ"]:.2f} points '
+            '(the root of 2 times its seeds\' standard deviation), so the '
+            'choice ')
+    if lead['settled']:
+      return text + 'is more than twice that apart.'
+    count = search_lib.ADVISED_LEARNING_RATES_AT_EVERY_SEED
+    minutes = result['budget'].get('minutes_for_learning_rates_at_every_seed')
+    command = (f'This command with `--learning_rates_at_every_seed={count}'
+               + (f'` (and a larger --budget_minutes, without --quick)'
+                  if minutes is None else
+                  f' --budget_minutes={minutes:g} '
+                  f'--max_rounds={result["simulation"]["rounds"]}`, which '
+                  'keeps these rounds and grids,'))
+    return text + (
+        'is within twice that: one seed each does not settle it, and the '
+        f'next pair may do as well. {command} runs the best {count} pairs at '
+        'every seed and chooses on their means; in the same `--output_dir` '
+        'it reuses the finished simulations.')
+  again = result.get('learning_rate_runs_at_every_seed') or []
+  if not again:
+    return ''
+  seeds = len(result['simulation']['seeds'])
+  ranked = policy.learning_rate_ranking(again)
+  failed = [r for r in again if not policy.finite(r.get('accuracy'))]
+  text = (f' The best {len(again)} learning-rate pairs of one run each ran '
+          f'at all {seeds} seeds (`--learning_rates_at_every_seed`), and the '
+          'pair is chosen on their means')
+  if failed:
+    text += (f' ({_pairs(failed)} failed or diverged at a seed: no mean, '
+             'passed over)')
+  if not ranked:
+    return text + ('; none of them has a mean, so the pair was chosen among '
+                   'the others on one run each.')
+  if len(ranked) < 2:
+    return text + '.'
+  best, next_ = ranked[0], ranked[1]
   gap = best['accuracy'] - next_['accuracy']
-  return (f' The learning rates were chosen on one run each: client lr '
-          f'{best["client_lr"]:g} / server lr {best["server_lr"]:g} gave '
-          f'{percent(best["accuracy"])}, {100 * gap:.2f} points above the '
-          f'next, {next_["client_lr"]:g} / {next_["server_lr"]:g} '
-          f'({percent(next_["accuracy"])}); two runs of the no-noise setting '
-          f'differ here by about {100 * differ:.2f} points (the root of 2 '
-          'times its seeds\' standard deviation), so the choice '
-          + ('is more than twice that apart.' if gap >= 2 * differ else
-             'is within twice that: one seed each does not settle it, and '
-             'the next pair may do as well.'))
+  stderr = (None if best.get('accuracy_stderr') is None or
+            next_.get('accuracy_stderr') is None else
+            math.hypot(best['accuracy_stderr'], next_['accuracy_stderr']))
+  text += (f': client lr {best["client_lr"]:g} / server lr '
+           f'{best["server_lr"]:g}, {percent(best["accuracy"])}, is '
+           f'{100 * gap:.2f} points above {next_["client_lr"]:g} / '
+           f'{next_["server_lr"]:g} ({percent(next_["accuracy"])})')
+  if stderr is None:
+    return text + '.'
+  return text + (
+      f', against a standard error of the difference of {100 * stderr:.2f} '
+      'points: ' + ('more than two standard errors (a rough yardstick, not a '
+                    'test).' if gap >= 2 * stderr else
+                    'within two standard errors, so the other pair may do '
+                    'as well.'))
 
 
 def _more_seeds(result: Dict) -> str:
@@ -811,14 +909,30 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
                  f'{"-" if clip is None else f"{clip:.4g}"} | '
                  f'{"exploded (passed over)" if r.get("exploded") else "ok"}'
                  ' |')
+  again = result.get('learning_rate_runs_at_every_seed') or []
+  if again:
+    lines += [
+        '', f'The best {len(again)} of them again at seeds '
+        f'{sim["seeds"][0]} to {sim["seeds"][-1]} (the first seed\'s run is '
+        'the one above):', '',
+        f'| client lr | server lr | mean accuracy | seeds {sim["seeds"][0]} '
+        f'to {sim["seeds"][-1]} | training loss |',
+        '| --- | --- | --- | --- | --- |']
+    for r in again:
+      lines.append(f'| {r["client_lr"]:g} | {r["server_lr"]:g} | '
+                   f'{percent(r.get("accuracy"))} | {_seed_list(r)} | '
+                   f'{"exploded at a seed" if r.get("exploded") else "ok"}'
+                   ' |')
   lines += [
       '', 'Chosen: the most accurate'
+      + (f' mean of those {len(again)}' if again else '')
       + ('' if all(r.get('exploded') for r in result['learning_rate_runs'])
          else ' whose training loss did not explode') +
       f', client lr {sim["client_lr"]:g}, server '
       f'lr {sim["server_lr"]:g}; the clip is fixed at the one its adaptive '
       f'clipping had in force at the end (the estimate put in force at its '
-      f'tree restart), {sim["clip_norm"]:.4g}. Without noise at these '
+      f'tree restart{", first seed" if again else ""}), '
+      f'{sim["clip_norm"]:.4g}. Without noise at these '
       f'learning rates and clip: '
       f'{percent(sim["no_dp_accuracy"])}.', '',
       f'![learning rates]({figures["learning_rates"]})', '',

@@ -40,6 +40,9 @@ from dpftrl_tff.studies import training_runs
 # the budget allows fewer: the CPU-scale recipe's, then around it.
 LEARNING_RATE_GRID = ((0.5, 1.0), (1.0, 1.0), (0.5, 3.0), (2.0, 1.0),
                       (1.0, 3.0), (0.25, 1.0), (2.0, 0.3), (0.5, 0.3))
+# The --learning_rates_at_every_seed that recommendation.md advises when
+# the chosen pair's lead over the next is within the seeds' spread.
+ADVISED_LEARNING_RATES_AT_EVERY_SEED = 2
 # Practice 2: noise per client tried, as multiples of the least the privacy
 # target allows at the largest report goal (ascending; stops at a miss).
 NOISE_FACTORS = (1, 2, 4, 8, 16, 32)
@@ -92,6 +95,9 @@ class Request:
   # Seeds seed, seed + 1, ... of each no-noise and noise setting: the
   # practices judge a setting on its runs' mean accuracy.
   seeds: int = 1
+  # With seeds > 1, the best this many learning-rate pairs of one run each
+  # run again at the other seeds, the pair chosen on their means (0: none).
+  learning_rates_at_every_seed: int = 0
   quick: bool = False
   extra_flags: Sequence[str] = ()
 
@@ -109,18 +115,24 @@ class Budget:
 
 
 def planned_simulations(num_learning_rates: int, num_noise_factors: int,
-                        seeds: int) -> int:
-  """The most simulations a plan makes: each learning-rate pair once, the
+                        seeds: int, learning_rates_at_every_seed: int = 0
+                        ) -> int:
+  """The most simulations a plan makes: each learning-rate pair once and
+  the best `learning_rates_at_every_seed` of them at the other seeds, the
   no-DP setting and each noise factor at every seed."""
-  return num_learning_rates + seeds * (1 + num_noise_factors)
+  again = min(learning_rates_at_every_seed, num_learning_rates)
+  return (num_learning_rates + (seeds - 1) * again +
+          seeds * (1 + num_noise_factors))
 
 
 def plan_budget(request: Request, *, round_seconds: float,
                 public_text: bool) -> Budget:
   """Rounds and grids that fit `budget_minutes`, fixed before any run.
 
-  Simulations: the learning-rate grid (one seed each), the no-DP run and
-  the noise grid at `request.seeds` seeds each (all at the same rounds);
+  Simulations: the learning-rate grid (one seed each, the best
+  `request.learning_rates_at_every_seed` pairs then at the other seeds),
+  the no-DP run and the noise grid at `request.seeds` seeds each (all at the same
+  rounds);
   around them pretraining, the timer model's simulations and each run's
   start-up. The grids shrink (noise factors to 4, learning rates to 3)
   before the rounds drop below 100.
@@ -141,7 +153,8 @@ def plan_budget(request: Request, *, round_seconds: float,
   options = [(len(LEARNING_RATE_GRID), len(NOISE_FACTORS)),
              (6, len(NOISE_FACTORS)), (6, 4), (4, 4), (3, 3)]
   for num_lrs, num_factors in options:
-    runs = planned_simulations(num_lrs, num_factors, request.seeds)
+    runs = planned_simulations(num_lrs, num_factors, request.seeds,
+                               request.learning_rates_at_every_seed)
     rounds = (budget - fixed - runs * RUN_START_SECONDS) / (
         runs * round_seconds * 1.1)   # 10% for evaluations.
     if rounds >= 100:
@@ -150,12 +163,16 @@ def plan_budget(request: Request, *, round_seconds: float,
   rounds -= rounds % 10 if rounds >= 100 else 0
   lrs = LEARNING_RATE_GRID[:num_lrs]
   factors = NOISE_FACTORS[:num_factors]
-  runs = planned_simulations(num_lrs, num_factors, request.seeds)
+  runs = planned_simulations(num_lrs, num_factors, request.seeds,
+                             request.learning_rates_at_every_seed)
   estimate = fixed + runs * (RUN_START_SECONDS + 1.1 * rounds * round_seconds)
   each = (f' at {request.seeds} seeds each' if request.seeds > 1 else '')
+  again = min(request.learning_rates_at_every_seed, len(lrs))
+  again = (f' (the best {again} then at every seed)'
+           if request.seeds > 1 and again and len(lrs) > 1 else '')
   lines = [
       f'{len(lrs)} learning-rate pairs (client, server) with adaptive '
-      f'clipping, no DP and up to {len(factors)} noise multipliers with '
+      f'clipping{again}, no DP and up to {len(factors)} noise multipliers with '
       f'DP-FTRL{each}: up to {runs} simulations of {rounds} rounds at '
       f'{request.clients_per_round} clients a round (about '
       f'{round_seconds:.2f} s a round)',
@@ -176,7 +193,8 @@ def plan_budget(request: Request, *, round_seconds: float,
 def minutes_keeping_rounds(request: Request, budget: Budget, *, seeds: int,
                            public_text: bool,
                            more_noise_factors: bool = False,
-                           least_learning_rates: int = 0
+                           least_learning_rates: int = 0,
+                           learning_rates_at_every_seed: Optional[int] = None
                            ) -> Optional[float]:
   """The --budget_minutes (a multiple of 5) at which `plan_budget`, with
   --seeds=`seeds` and --max_rounds at `budget`'s rounds, plans those
@@ -188,14 +206,18 @@ def minutes_keeping_rounds(request: Request, budget: Budget, *, seeds: int,
   target at every factor), None when `budget` has all of
   `NOISE_FACTORS`. With `least_learning_rates`, the least that also
   plans at least that many learning-rate pairs (None when it is more than
-  `LEARNING_RATE_GRID` has). None for --quick (its plan ignores the
-  budget)."""
+  `LEARNING_RATE_GRID` has). With `learning_rates_at_every_seed`, the plan
+  has that --learning_rates_at_every_seed (default: the request's). None
+  for --quick (its plan ignores the budget)."""
   if request.quick or (more_noise_factors and
                        len(budget.noise_factors) >= len(NOISE_FACTORS)) or \
       least_learning_rates > len(LEARNING_RATE_GRID):
     return None
   least_factors = len(budget.noise_factors) + int(more_noise_factors)
   least_lrs = max(len(budget.learning_rates), least_learning_rates)
+  if learning_rates_at_every_seed is not None:
+    request = dataclasses.replace(
+        request, learning_rates_at_every_seed=learning_rates_at_every_seed)
   for minutes in range(5, 10**7, 5):   # Rounds and grids grow with minutes.
     again = plan_budget(
         dataclasses.replace(request, seeds=seeds, budget_minutes=minutes,
@@ -262,7 +284,8 @@ class Search:
     self.started = time.monotonic()
     self.simulations_done = 0
     self.simulations_total = planned_simulations(
-        len(budget.learning_rates), len(budget.noise_factors), request.seeds)
+        len(budget.learning_rates), len(budget.noise_factors), request.seeds,
+        request.learning_rates_at_every_seed)
     self.seconds_per_simulation = []
 
   # --- the flags of a simulation -------------------------------------------
@@ -350,13 +373,18 @@ class Search:
     return row
 
   def simulate_seeds(self, name: str, flags_of: Callable[[int], List[str]],
+                     *, first_run: Optional[Dict] = None,
                      **described) -> Dict:
     """Runs (or reuses) one setting at each of `seeds()`; returns their
     `policy.mean_over_seeds`. The first seed's run is named `name` (as a
     one-seed recommendation names it, so that it is reused), the others
-    `name`_seed<s>."""
+    `name`_seed<s>. `first_run`: the first seed's row, already had (a
+    learning-rate run), which is then not simulated again."""
     runs = []
     for i, seed in enumerate(self.seeds()):
+      if i == 0 and first_run is not None:
+        runs.append(dict(first_run, seed=seed))
+        continue
       runs.append(self.simulate(name if i == 0 else f'{name}_seed{seed}',
                                 flags_of(seed), seed=seed, **described))
     return policy.mean_over_seeds(runs)

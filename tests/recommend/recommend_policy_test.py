@@ -85,6 +85,87 @@ class LearningRatesTest(absltest.TestCase):
                                        accuracy=None)])
 
 
+class LearningRatesAtEverySeedTest(absltest.TestCase):
+  """The best pairs of one run each again at every seed, the choice on
+  their means, against a brute-force definition."""
+
+  def test_the_best_pairs_and_none_for_a_single_candidate(self):
+    rows = [dict(client_lr=0.5, server_lr=1.0, accuracy=0.10),
+            dict(client_lr=2.0, server_lr=1.0, accuracy=0.30, exploded=True),
+            dict(client_lr=1.0, server_lr=3.0, accuracy=0.12),
+            dict(client_lr=1.0, server_lr=1.0, accuracy=float('nan')),
+            dict(client_lr=0.25, server_lr=1.0, accuracy=0.12)]
+    # Ties to the smaller client lr; the exploded run passed over.
+    self.assertEqual(policy.learning_rates_at_every_seed(rows, 2),
+                     [rows[4], rows[2]])
+    self.assertEqual(policy.learning_rates_at_every_seed(rows, 5),
+                     [rows[4], rows[2], rows[0]])
+    self.assertEqual(policy.learning_rates_at_every_seed(rows[:2], 2), [])
+    self.assertEqual(policy.learning_rates_at_every_seed(rows[3:4], 2), [])
+
+  def _brute_force(self, one_seed, means):
+    """The highest mean among the pairs run again, every seed finite, not
+    exploded while another is not, ties to the smaller client then server
+    lr; none with a mean: the same rule on the other pairs' one runs."""
+    def choose(rows):
+      ok = [r for r in rows if r['accuracy'] is not None and
+            math.isfinite(r['accuracy'])]
+      calm = [r for r in ok if not r.get('exploded')] or ok
+      best = None
+      for r in calm:
+        key = (r['accuracy'], -r['client_lr'], -r['server_lr'])
+        if best is None or key > best[0]:
+          best = (key, r)
+      return None if best is None else best[1]
+    if not means:
+      return choose(one_seed)
+    again = {(r['client_lr'], r['server_lr']) for r in means}
+    return choose(means) or choose(
+        [r for r in one_seed if (r['client_lr'], r['server_lr'])
+         not in again])
+
+  def test_against_brute_force_on_random_runs(self):
+    rng = np.random.default_rng(0)
+    grid = search.LEARNING_RATE_GRID
+    checked = fallback = changed = 0
+    for _ in range(400):
+      n = int(rng.integers(1, len(grid) + 1))
+      seeds = int(rng.integers(2, 5))
+
+      def draw():   # Coarse values, so that ties happen.
+        return (float('nan') if rng.random() < 0.1 else
+                float(rng.integers(0, 6)) / 20)
+      runs = {pair: [draw() for _ in range(seeds)] for pair in grid[:n]}
+      exploded = {pair: rng.random() < 0.15 for pair in grid[:n]}
+      one_seed = [dict(client_lr=c, server_lr=s, accuracy=runs[c, s][0],
+                       exploded=exploded[c, s] and True) for c, s in grid[:n]]
+      count = int(rng.integers(1, 4))
+      top = policy.learning_rates_at_every_seed(one_seed, count)
+      means = [policy.mean_over_seeds(
+          [dict(r, seed=i, accuracy=a) for i, a in
+           enumerate(runs[r['client_lr'], r['server_lr']])]) for r in top]
+      try:
+        chosen = policy.best_learning_rates_over_seeds(one_seed, means)
+      except ValueError:
+        self.assertIsNone(self._brute_force(one_seed, means))
+        continue
+      expected = self._brute_force(one_seed, means)
+      self.assertEqual(
+          (chosen['client_lr'], chosen['server_lr'], chosen['accuracy']),
+          (expected['client_lr'], expected['server_lr'],
+           expected['accuracy']))
+      checked += 1
+      fallback += bool(means) and chosen not in means
+      changed += bool(means) and (
+          (chosen['client_lr'], chosen['server_lr']) !=
+          (top[0]['client_lr'], top[0]['server_lr']))
+    # The cases that matter occurred: means that change the choice, and
+    # pairs run again that all failed.
+    self.assertGreater(checked, 250)
+    self.assertGreater(changed, 20)
+    self.assertGreater(fallback, 5)
+
+
 class LearningRateEdgeTest(absltest.TestCase):
   """Whether the grid tried brackets the chosen learning-rate pair."""
 
@@ -296,16 +377,33 @@ class BudgetTest(absltest.TestCase):
     self.assertEqual(finder.seeds(), [0, 1, 2])
     self.assertIn('--seed=2', finder.base_flags(2))
     self.assertIn('--seed=0', finder.base_flags())
+    self.assertNotIn('every seed', three.lines[0])
+    # --learning_rates_at_every_seed=2: the best two again at seeds 1, 2.
+    again = search.plan_budget(
+        self._request(seeds=3, learning_rates_at_every_seed=2),
+        round_seconds=0.7, public_text=False)
+    runs = (len(again.learning_rates) + 2 * 2 +
+            3 * (1 + len(again.noise_factors)))
+    self.assertIn('with adaptive clipping (the best 2 then at every seed), '
+                  f'no DP', again.lines[0])
+    self.assertIn(f'at 3 seeds each: up to {runs} simulations', again.lines[0])
+    self.assertLessEqual(again.estimated_seconds, 45 * 60 * 1.05)
+    self.assertEqual(search.Search(
+        self._request(seeds=3, learning_rates_at_every_seed=2), again,
+        print_fn=lambda s: None).simulations_total, runs)
+    self.assertEqual(search.planned_simulations(1, 2, 3, 2), 1 + 2 + 9)
 
   def _replans(self, before, *, seeds, minutes, more_noise_factors=False,
-               least_learning_rates=0):
+               least_learning_rates=0, learning_rates_at_every_seed=0):
     """Whether the plan at `seeds` and `minutes` (and `before`'s rounds
     as --max_rounds) keeps `before`'s rounds and grids (the grids
     prefixes of the new ones), with more noise factors and at least
     `least_learning_rates` pairs if asked."""
     again = search.plan_budget(
         self._request(seeds=seeds, budget_minutes=minutes,
-                      max_rounds=before.rounds),
+                      max_rounds=before.rounds,
+                      learning_rates_at_every_seed=(
+                          learning_rates_at_every_seed)),
         round_seconds=0.7, public_text=True)
     return (again.rounds >= before.rounds and
             again.learning_rates[:len(before.learning_rates)] ==
@@ -384,6 +482,29 @@ class BudgetTest(absltest.TestCase):
     self.assertIsNone(search.minutes_keeping_rounds(
         self._request(quick=True), before, seeds=1, public_text=True,
         more_noise_factors=True))
+
+  def test_minutes_for_the_learning_rates_at_every_seed(self):
+    # 3 seeds at 45 minutes and at most 110 rounds, then the same with the
+    # best two pairs at every seed: the least budget keeping the rounds and
+    # both grids, by brute force over every smaller multiple of 5.
+    for max_rounds, minutes_now in ((110, 45.0), (1000, 45.0),
+                                    (1000, 120.0)):
+      request = self._request(seeds=3, max_rounds=max_rounds,
+                              budget_minutes=minutes_now)
+      before = search.plan_budget(request, round_seconds=0.7,
+                                  public_text=True)
+      minutes = search.minutes_keeping_rounds(
+          request, before, seeds=3, public_text=True,
+          learning_rates_at_every_seed=2)
+      self.assertEqual(minutes % 5, 0)
+      def keeps(m):
+        return self._replans(before, seeds=3, minutes=m,
+                             learning_rates_at_every_seed=2)
+      self.assertTrue(keeps(minutes), (max_rounds, minutes))
+      self.assertFalse(any(keeps(m) for m in range(5, int(minutes), 5)),
+                       (max_rounds, minutes))
+      self.assertGreater(minutes, search.minutes_keeping_rounds(
+          request, before, seeds=3, public_text=True))
 
   def test_minutes_keeping_rounds_is_the_least_multiple_of_five(self):
     # From one seed at 45 minutes to 3; from 3 seeds at 45 minutes and at
@@ -555,7 +676,8 @@ class UtilityVerdictTest(parameterized.TestCase):
               noise_rows=None, target=0.15, source='no_dp_share',
               minutes_keeping_rounds=None, lr_rows=None,
               stopped_by_budget=False, minutes_for_more_noise=None,
-              best=None, minutes_for_learning_rates=None):
+              best=None, minutes_for_learning_rates=None,
+              lr_seed_rows=(), minutes_for_learning_rates_at_every_seed=None):
     ns = types.SimpleNamespace
     chosen = chosen or dict(name='z1', noise_multiplier=0.5,
                             accuracy=accuracy, top3_accuracy=0.3,
@@ -584,7 +706,10 @@ class UtilityVerdictTest(parameterized.TestCase):
         stopped_by_budget=stopped_by_budget,
         minutes_keeping_rounds=minutes_keeping_rounds,
         minutes_for_more_noise=minutes_for_more_noise,
-        minutes_for_learning_rates=minutes_for_learning_rates)
+        minutes_for_learning_rates=minutes_for_learning_rates,
+        lr_seed_rows=lr_seed_rows,
+        minutes_for_learning_rates_at_every_seed=(
+            minutes_for_learning_rates_at_every_seed))
 
   def _lr_rows(self, pairs, best):
     return [dict(client_lr=c, server_lr=s, noise_multiplier=0.5,
@@ -830,7 +955,8 @@ class UtilityVerdictTest(parameterized.TestCase):
 
   def _seeded_result(self, *, sim_seeds, no_dp_seeds, target, source,
                      misses=(), less_noise=(), z=0.5,
-                     minutes_keeping_rounds=None, lr_rows=None):
+                     minutes_keeping_rounds=None, lr_rows=None,
+                     lr_seed_rows=(), **kwargs):
     """A recommendation whose settings ran at len(sim_seeds) seeds:
     `less_noise` and `misses` are (z, seed accuracies) of the settings
     tried below and above the recommended z."""
@@ -845,7 +971,8 @@ class UtilityVerdictTest(parameterized.TestCase):
         no_dp=setting(0.0, no_dp_seeds), target=target, source=source,
         noise_rows=([setting(*s) for s in less_noise] + [chosen] +
                     [setting(*s) for s in misses]),
-        minutes_keeping_rounds=minutes_keeping_rounds, lr_rows=lr_rows)
+        minutes_keeping_rounds=minutes_keeping_rounds, lr_rows=lr_rows,
+        lr_seed_rows=lr_seed_rows, **kwargs)
 
   def test_caveat_of_several_seeds_gives_the_margins_standard_error(self):
     # Chosen seeds 0.20, 0.22, 0.24: mean 0.22, sample std 0.02, standard
@@ -863,7 +990,7 @@ class UtilityVerdictTest(parameterized.TestCase):
     text = report.seeds_caveat(result)
     self.assertIn('Each no-noise and noise accuracy here is the mean of 3 '
                   'simulations with seeds 0 to 2', text)
-    self.assertIn('the learning-rate runs are one seed each', text)
+    self.assertIn('the learning-rate runs are one run each;', text)
     self.assertIn('the target is a share of the no-noise setting\'s mean',
                   text)
     self.assertIn(f'The recommended simulation is -0.50 points from the '
@@ -1012,6 +1139,29 @@ class UtilityVerdictTest(parameterized.TestCase):
     self.assertIn('so the choice is within twice that: one seed each does '
                   'not settle it', text)
     self.assertEqual(f'{100 * differ:.2f}', '1.00')
+    # What settles it: the best two at every seed, at the budget keeping
+    # these rounds and grids (asked for 2, once).
+    asked = []
+    def minutes(n):
+      asked.append(n)
+      return 70.0
+    result = self._seeded_result(
+        sim_seeds=(0.2132, 0.2241, 0.1993), no_dp_seeds=no_dp,
+        target=0.15, source='given', lr_rows=rows,
+        minutes_for_learning_rates_at_every_seed=minutes)
+    self.assertEqual(asked, [2])
+    self.assertEqual(
+        result['budget']['minutes_for_learning_rates_at_every_seed'], 70.0)
+    self.assertIn(
+        'the next pair may do as well. This command with '
+        '`--learning_rates_at_every_seed=2 --budget_minutes=70 '
+        '--max_rounds=100`, which keeps these rounds and grids, runs the '
+        'best 2 pairs at every seed and chooses on their means; in the same '
+        '`--output_dir` it reuses the finished simulations.',
+        report.seeds_caveat(result))
+    self.assertIn('This command with `--learning_rates_at_every_seed=2` (and '
+                  'a larger --budget_minutes, without --quick) runs the best '
+                  '2 pairs', text)
     # 1.5 points apart: more than one such difference, less than two.
     def caveat():
       return report.seeds_caveat(self._seeded_result(
@@ -1023,7 +1173,79 @@ class UtilityVerdictTest(parameterized.TestCase):
     # Far apart: said so; at one seed nothing is said.
     rows[0]['accuracy'] = rows[1]['accuracy'] = 0.19   # 3.26 points below.
     self.assertIn('so the choice is more than twice that apart.', caveat())
+    self.assertNotIn('--learning_rates_at_every_seed', caveat())
+    settled = self._seeded_result(
+        sim_seeds=(0.2132, 0.2241, 0.1993), no_dp_seeds=no_dp, target=0.15,
+        source='given', lr_rows=rows,
+        minutes_for_learning_rates_at_every_seed=lambda n: self.fail(n))
+    self.assertIsNone(
+        settled['budget']['minutes_for_learning_rates_at_every_seed'])
     self.assertNotIn('learning rates were chosen', report.seeds_caveat(
+        self._result(accuracy=0.2, capped=False, lr_rows=rows)))
+
+  def test_the_learning_rate_choice_on_the_means_of_its_best_pairs(self):
+    # Stop 70's learning-rate runs: 0.5 / 3 at 22.26% led 1 / 1 at 21.83%
+    # (2 / 1 at 22.90% exploded and is passed over); the two then ran at
+    # seeds 1 and 2 as well.
+    def lr(client, server, accuracy, exploded=False):
+      return dict(client_lr=client, server_lr=server, accuracy=accuracy,
+                  exploded=exploded, noise_multiplier=0.01346,
+                  name=f'lr_c{client:g}_s{server:g}')
+    no_dp = (0.2230, 0.2372, 0.2299)
+    rows = [lr(0.5, 1.0, 0.2117), lr(1.0, 1.0, 0.2183),
+            lr(0.5, 3.0, 0.2226), lr(2.0, 1.0, 0.2290, exploded=True),
+            lr(0.5, 0.3, float('nan'))]
+    self.assertEqual(policy.learning_rates_at_every_seed(rows, 2),
+                     [rows[2], rows[1]])
+
+    def again(first, *more):
+      return policy.mean_over_seeds(
+          [dict(first, seed=0)] + [dict(first, seed=i + 1, accuracy=a)
+                                   for i, a in enumerate(more)])
+
+    def caveat(seed_rows):
+      return report.seeds_caveat(self._seeded_result(
+          sim_seeds=(0.2132, 0.2241, 0.1993), no_dp_seeds=no_dp,
+          target=0.15, source='given', lr_rows=rows,
+          lr_seed_rows=seed_rows))
+    best = (0.2226, 0.2150, 0.2310)
+    other = (0.2183, 0.2250, 0.2100)
+    seed_rows = [again(rows[2], *best[1:]), again(rows[1], *other[1:])]
+    gap = np.mean(best) - np.mean(other)
+    se = math.hypot(np.std(best, ddof=1), np.std(other, ddof=1)) / math.sqrt(3)
+    self.assertLess(gap, 2 * se)
+    text = caveat(seed_rows)
+    self.assertIn('the learning-rate runs are one run each, the best 2 then '
+                  'at all 3 seeds;', text)
+    self.assertIn(
+        ' The best 2 learning-rate pairs of one run each ran at all 3 seeds '
+        '(`--learning_rates_at_every_seed`), and the pair is chosen on their '
+        'means: client lr 0.5 / server lr 3, '
+        f'{100 * np.mean(best):.2f}%, is {100 * gap:.2f} points above 1 / 1 '
+        f'({100 * np.mean(other):.2f}%), against a standard error of the '
+        f'difference of {100 * se:.2f} points: within two standard errors, '
+        'so the other pair may do as well.', text)
+    self.assertEqual(f'{100 * gap:.2f} {100 * se:.2f}', '0.51 0.63')
+    # Far apart: more than two standard errors.
+    far = (0.2183, 0.1950, 0.2000)
+    seed_rows = [again(rows[2], *best[1:]), again(rows[1], *far[1:])]
+    gap = np.mean(best) - np.mean(far)
+    se = math.hypot(np.std(best, ddof=1), np.std(far, ddof=1)) / math.sqrt(3)
+    self.assertGreater(gap, 2 * se)
+    self.assertIn(f'is {100 * gap:.2f} points above 1 / 1 '
+                  f'({100 * np.mean(far):.2f}%), against a standard error of '
+                  f'the difference of {100 * se:.2f} points: more than two '
+                  'standard errors', caveat(seed_rows))
+    # A seed that failed leaves that pair no mean.
+    seed_rows = [again(rows[2], *best[1:]),
+                 again(rows[1], 0.2250, float('nan'))]
+    self.assertIn('and the pair is chosen on their means (client lr 1 / '
+                  'server lr 1 failed or diverged at a seed: no mean, passed '
+                  'over).', caveat(seed_rows))
+    # None ran again (one candidate): nothing is said; one seed neither.
+    self.assertNotIn('learning-rate pairs of one run each', caveat([]))
+    self.assertIn('the learning-rate runs are one run each;', caveat([]))
+    self.assertNotIn('learning-rate pairs of one run', report.seeds_caveat(
         self._result(accuracy=0.2, capped=False, lr_rows=rows)))
 
   def test_a_runs_fixed_noise_seed_reaches_its_row(self):
@@ -1078,16 +1300,18 @@ class _CannedRecommendTest(absltest.TestCase):
   assumes, so that practice 3 caps the report goal."""
 
   def _recommend(self, accuracy_of, *, budget_after_noise=False, seeds=1,
-                 utility_target=0.2, lr_accuracy=None):
+                 utility_target=0.2, lr_accuracy=None,
+                 learning_rates_at_every_seed=0):
     """`accuracy_of(z, seed, stage)` is each canned run's accuracy, or for
     the learning-rate runs `lr_accuracy[(client_lr, server_lr)]` if
-    given."""
+    given (a number, or a tuple of one per seed)."""
     request = search.Request(
         cache_dir=tempfile.mkdtemp(), output_dir=tempfile.mkdtemp(),
         population=200_000, launch_rounds=300, target_epsilon=10.0,
         delta=1e-10, max_report_goal=2000, clients_per_round=20,
         budget_minutes=45.0, utility_target=utility_target,
-        timer_hours=(24,), pretrain_steps=0, seeds=seeds)
+        timer_hours=(24,), pretrain_steps=0, seeds=seeds,
+        learning_rates_at_every_seed=learning_rates_at_every_seed)
     runs = []
 
     class CannedSearch(search.Search):
@@ -1099,6 +1323,8 @@ class _CannedRecommendTest(absltest.TestCase):
         if lr_accuracy and described['stage'] == 'learning_rate':
           accuracy = lr_accuracy[described['client_lr'],
                                  described['server_lr']]
+          if isinstance(accuracy, tuple):
+            accuracy = accuracy[described.get('seed') or 0]
         runs.append((name, described['noise_multiplier'], flags))
         return dict(name=name, flags=list(flags), **described,
                     accuracy=accuracy, top3_accuracy=accuracy + 0.1,
@@ -1281,6 +1507,94 @@ class LearningRateGridPipelineTest(_CannedRecommendTest):
     self.assertIn(text, said)
     self.assertIn(text, markdown)
     self.assertIn('the first 6 of the grid\'s 8 pairs:', markdown)
+
+
+class LearningRateSeedsPipelineTest(_CannedRecommendTest):
+  """At --seeds=3 the best two learning-rate pairs of one run each run
+  again at seeds 1 and 2, and the choice is taken on their means."""
+
+  def test_the_means_change_the_choice(self):
+    grid = search.LEARNING_RATE_GRID
+    # Seed 0 ranks 1 / 1 first (lucky) and 0.5 / 1 second; the means put
+    # 0.5 / 1 first (0.28 against 0.25); the others are never run again.
+    lr_accuracy = {pair: 0.2 for pair in grid}
+    lr_accuracy[1.0, 1.0] = (0.32, 0.22, 0.21)
+    lr_accuracy[0.5, 1.0] = (0.30, 0.27, 0.27)
+    result, runs, markdown, flagfile = self._recommend(
+        lambda *_: 0.3, seeds=3, lr_accuracy=lr_accuracy,
+        learning_rates_at_every_seed=2)
+    sim = result['simulation']
+    self.assertEqual((sim['client_lr'], sim['server_lr']), (0.5, 1.0))
+    self.assertIn('--client_lr=0.5\n', flagfile)
+    again = {(r['client_lr'], r['server_lr']): r
+             for r in result['learning_rate_runs_at_every_seed']}
+    self.assertEqual(set(again), {(1.0, 1.0), (0.5, 1.0)})
+    for pair, row in again.items():
+      self.assertEqual(row['seed_accuracies'], list(lr_accuracy[pair]))
+      self.assertAlmostEqual(row['accuracy'], np.mean(lr_accuracy[pair]))
+      self.assertEqual(row['seeds'], [0, 1, 2])
+    # Seeds 1 and 2 of the two pairs, seeded so; nothing else again.
+    extra = [(name, [f for f in flags if f.startswith('--seed=')])
+             for name, _, flags in runs
+             if name.startswith('lr_') and '_seed' in name]
+    self.assertEqual(extra, [('lr_c1_s1_seed1', ['--seed=1']),
+                             ('lr_c1_s1_seed2', ['--seed=2']),
+                             ('lr_c0.5_s1_seed1', ['--seed=1']),
+                             ('lr_c0.5_s1_seed2', ['--seed=2'])])
+    # The no-noise and noise runs are at the chosen pair.
+    self.assertTrue(all('--client_lr=0.5' in flags and
+                        '--server_lr=1' in flags
+                        for name, _, flags in runs
+                        if not name.startswith('lr_')))
+    self.assertIn('The best 2 of them again at seeds 0 to 2', markdown)
+    self.assertIn('| 1 | 1 | 25.00% | 32.00%, 22.00%, 21.00% | ok |',
+                  markdown)
+    self.assertIn('Chosen: the most accurate mean of those 2 whose training '
+                  'loss did not explode, client lr 0.5, server lr 1',
+                  markdown)
+    self.assertIn('(`--learning_rates_at_every_seed`), and the pair is chosen '
+                  'on their means: client lr 0.5 / server lr 1, 28.00%, is '
+                  '3.00 points above 1 / 1 (25.00%)', markdown)
+    self.assertIsNone(
+        result['budget']['minutes_for_learning_rates_at_every_seed'])
+    strict_json.loads(strict_json.dumps(result))
+
+  def test_by_default_no_pair_runs_again(self):
+    grid = search.LEARNING_RATE_GRID
+    lr_accuracy = {pair: 0.2 for pair in grid}
+    lr_accuracy[1.0, 1.0] = (0.32, 0.22, 0.21)
+    lr_accuracy[0.5, 1.0] = (0.30, 0.27, 0.27)
+    # The no-noise seeds spread by 10 points: 1 / 1's lead of 2 points on
+    # one run each is within it.
+    def accuracy_of(z, seed, stage):
+      return (0.30, 0.20, 0.25)[seed or 0] if stage == 'no_dp' else 0.3
+    for seeds in (1, 3):
+      result, runs, markdown, _ = self._recommend(
+          accuracy_of, lr_accuracy=lr_accuracy, seeds=seeds)
+      self.assertEqual(result['learning_rate_runs_at_every_seed'], [])
+      self.assertFalse(any(name.startswith('lr_') and '_seed' in name
+                           for name, _, _ in runs))
+      self.assertEqual(result['simulation']['client_lr'], 1.0)
+      self.assertNotIn('again at seeds', markdown)
+    # At 3 seeds the file names the budget that runs the best two at every
+    # seed, keeping these rounds and grids.
+    minutes = result['budget']['minutes_for_learning_rates_at_every_seed']
+    rounds = result['simulation']['rounds']
+    self.assertIn(f'`--learning_rates_at_every_seed=2 --budget_minutes='
+                  f'{minutes:g} --max_rounds={rounds}`', markdown)
+    again = search.plan_budget(
+        search.Request(cache_dir='/c', output_dir='/o', population=200_000,
+                       launch_rounds=300, target_epsilon=10.0, delta=1e-10,
+                       max_report_goal=2000, clients_per_round=20,
+                       budget_minutes=minutes, timer_hours=(24,),
+                       pretrain_steps=0, seeds=3, max_rounds=rounds,
+                       learning_rates_at_every_seed=2),
+        round_seconds=search.REFERENCE_ROUND_SECONDS, public_text=False)
+    self.assertEqual(again.rounds, rounds)
+    self.assertGreaterEqual(len(again.learning_rates),
+                            len(result['learning_rate_runs']))
+    self.assertGreaterEqual(len(again.noise_factors),
+                            len(result['noise_runs']))
 
 
 class SeedsPipelineTest(_CannedRecommendTest):

@@ -52,6 +52,23 @@ def check_recommendation(test, out, run_again):
   for seed in seeds[1:]:
     test.assertTrue(os.path.isfile(os.path.join(
         f'{sim["run_dir"]}_seed{seed}', 'metrics.csv')), seed)
+  # README's test asks for --learning_rates_at_every_seed=2: with --quick's
+  # two pairs, both ran at every seed too, and the higher mean was chosen.
+  again = result['learning_rate_runs_at_every_seed']
+  if again:
+    test.assertLen(again, 2)
+    for row in again:
+      test.assertEqual(row['seeds'], seeds)
+      for seed in seeds[1:]:
+        test.assertTrue(os.path.isfile(os.path.join(
+            out, 'runs', f'{row["name"]}_seed{seed}', 'metrics.csv')), seed)
+    means = [r for r in again if r['accuracy'] is not None]
+    means = [r for r in means if not r['exploded']] or means
+    if means:
+      best = max(means, key=lambda r: (r['accuracy'], -r['client_lr'],
+                                       -r['server_lr']))
+      test.assertEqual((sim['client_lr'], sim['server_lr']),
+                       (best['client_lr'], best['server_lr']))
   # Met for the launch only if met in simulation (report.utility_verdict).
   test.assertLessEqual(result['meets_utility_target'],
                        result['meets_utility_target_in_simulation'])
@@ -137,6 +154,10 @@ class RecommendTest(absltest.TestCase):
         (['--target_epsilon=-1'], '--target_epsilon'),
         (['--timer_hours=x'], '--timer_hours'),
         (['--seeds=0'], '--seeds'),
+        (['--learning_rates_at_every_seed=2'],
+         '--learning_rates_at_every_seed=2 needs --seeds of 2 or more'),
+        (['--seeds=3', '--learning_rates_at_every_seed=9'],
+         '--learning_rates_at_every_seed must be an integer <= 8'),
         (['--max_report_goal=2', '--clients_per_round=20'],
          '--max_report_goal'),
         (['--population=30'], '--population=30: its launch can have a '
