@@ -618,7 +618,13 @@ def _learning_rate_gap(result: Dict) -> str:
             '(the root of 2 times its seeds\' standard deviation), so the '
             'choice ')
     if lead['settled']:
-      return text + 'is more than twice that apart.'
+      return text + (
+          'is more than twice that apart (a yardstick, not a test: '
+          'learning-rate runs with adaptive clipping have spread more than '
+          'no-noise runs, docs/recommend.md; '
+          f'`--learning_rates_at_every_seed='
+          f'{search_lib.ADVISED_LEARNING_RATES_AT_EVERY_SEED}` compares '
+          'the pairs on their own seeds).')
     count = search_lib.ADVISED_LEARNING_RATES_AT_EVERY_SEED
     minutes = result['budget'].get('minutes_for_learning_rates_at_every_seed')
     command = (f'This command with `--learning_rates_at_every_seed={count}'
