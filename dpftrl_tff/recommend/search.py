@@ -131,8 +131,8 @@ def plan_budget(request: Request, *, round_seconds: float,
 
   Simulations: the learning-rate grid (one seed each, the best
   `request.learning_rates_at_every_seed` pairs then at the other seeds),
-  the no-DP run and the noise grid at `request.seeds` seeds each (all at the same
-  rounds);
+  the no-DP run and the noise grid at `request.seeds` seeds each (all at
+  the same rounds);
   around them pretraining, the timer model's simulations and each run's
   start-up. The grids shrink (noise factors to 4, learning rates to 3)
   before the rounds drop below 100.
@@ -167,12 +167,12 @@ def plan_budget(request: Request, *, round_seconds: float,
                              request.learning_rates_at_every_seed)
   estimate = fixed + runs * (RUN_START_SECONDS + 1.1 * rounds * round_seconds)
   each = (f' at {request.seeds} seeds each' if request.seeds > 1 else '')
-  again = min(request.learning_rates_at_every_seed, len(lrs))
-  again = (f' (the best {again} then at every seed)'
-           if request.seeds > 1 and again and len(lrs) > 1 else '')
+  reseeded = min(request.learning_rates_at_every_seed, len(lrs))
+  reseeded = (f' (the best {reseeded} then at every seed)'
+              if request.seeds > 1 and reseeded and len(lrs) > 1 else '')
   lines = [
       f'{len(lrs)} learning-rate pairs (client, server) with adaptive '
-      f'clipping{again}, no DP and up to {len(factors)} noise multipliers with '
+      f'clipping{reseeded}, no DP and up to {len(factors)} noise multipliers with '
       f'DP-FTRL{each}: up to {runs} simulations of {rounds} rounds at '
       f'{request.clients_per_round} clients a round (about '
       f'{round_seconds:.2f} s a round)',
