@@ -114,6 +114,15 @@ _LR_SEEDS = flags.DEFINE_integer(
     'each, so a smaller grid or fewer rounds for the budget). 0: the pair is '
     'chosen on one run each; recommendation.md advises 2 when the chosen '
     'pair\'s lead is within the seeds\' spread.')
+_PAST_EDGE = flags.DEFINE_bool(
+    'learning_rates_past_grid_edge', False, 'After the learning-rate grid: '
+    'where the best pair of one run each has the grid\'s least or largest '
+    'client or server lr, the pair one grid step further on that axis (the '
+    'value times its ratio to the next one inward, e.g. server lr 3 -> 9) '
+    'runs too, once, with adaptive clipping, and the choice is taken over '
+    'all (up to 2 more simulations, so fewer rounds or a smaller grid for '
+    'the budget). recommendation.md advises it when the chosen pair is at '
+    'the grid\'s edge.')
 _QUICK = flags.DEFINE_bool('quick', False,
                            'A few rounds of a tiny model (tests).')
 
@@ -178,7 +187,8 @@ def _request(extra_flags) -> search.Request:
       timer_hours=tuple(sorted(set(timers))) or None,
       pretrain_steps=_PRETRAIN.value, max_rounds=_MAX_ROUNDS.value,
       seed=_SEED.value, seeds=_SEEDS.value,
-      learning_rates_at_every_seed=_LR_SEEDS.value, quick=_QUICK.value,
+      learning_rates_at_every_seed=_LR_SEEDS.value,
+      learning_rates_past_grid_edge=_PAST_EDGE.value, quick=_QUICK.value,
       extra_flags=tuple(extra_flags))
 
 

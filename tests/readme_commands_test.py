@@ -39,12 +39,14 @@ _SHORTER = {
     'experiments.sweep': (_TRAINING.replace(' --clients_per_round=4', '') +
                           ' --synthetic_train_clients=200'),
     'experiments.plan_launch': '--population=20000 --rounds=60',
-    # Two seeds: each setting's runs and their means, end to end, and the
-    # learning-rate pairs again at the second seed.
+    # Two seeds: each setting's runs and their means, end to end, the
+    # learning-rate pairs again at the second seed, and past the grid's
+    # edge when the chosen pair is at it.
     'experiments.recommend': ('--quick --population=20000 '
                               '--launch_rounds=60 --clients_per_round=4 '
                               '--timer_hours=24 --seeds=2 '
-                              '--learning_rates_at_every_seed=2'),
+                              '--learning_rates_at_every_seed=2 '
+                              '--learning_rates_past_grid_edge'),
     'experiments.privacy_accountant': '',
     'experiments.audit_mechanism': '--total_rounds=5 --bootstrap=20',
 }

@@ -86,11 +86,27 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
         server_lr=server_lr, noise_multiplier=least_z,
         seed=seed) + adaptive_flags
 
-  for client_lr, server_lr in budget.learning_rates:
-    lr_rows.append(search.simulate(
+  def lr_run(client_lr, server_lr, **described):
+    return search.simulate(
         f'lr_c{client_lr:g}_s{server_lr:g}', lr_flags(client_lr, server_lr),
         stage='learning_rate', client_lr=client_lr, server_lr=server_lr,
-        noise_multiplier=least_z))
+        noise_multiplier=least_z, **described)
+
+  for client_lr, server_lr in budget.learning_rates:
+    lr_rows.append(lr_run(client_lr, server_lr))
+  # --learning_rates_past_grid_edge: one grid step past the edge from the
+  # best of one run each, once (a pair there that wins is at the edge of
+  # the pairs tried, and recommendation.md names the next step).
+  if request.learning_rates_past_grid_edge:
+    first = policy.best_learning_rates(lr_rows)
+    for client_lr, server_lr in policy.learning_rate_edge(
+        (first['client_lr'], first['server_lr']),
+        search_lib.LEARNING_RATE_GRID,
+        [(r['client_lr'], r['server_lr']) for r in lr_rows])['beyond_grid']:
+      print_fn(f'  client lr {first["client_lr"]:g} / server lr '
+               f'{first["server_lr"]:g} is at the grid\'s edge: client lr '
+               f'{client_lr:g} / server lr {server_lr:g} too')
+      lr_rows.append(lr_run(client_lr, server_lr, past_grid_edge=True))
   # --learning_rates_at_every_seed: the best pairs again at the other
   # seeds, the choice taken on their means.
   lr_seed_rows = []
@@ -185,7 +201,11 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
       minutes_for_learning_rates_at_every_seed=lambda n: (
           search_lib.minutes_keeping_rounds(
               request, budget, seeds=request.seeds, public_text=public_text,
-              learning_rates_at_every_seed=n)))
+              learning_rates_at_every_seed=n)),
+      minutes_for_learning_rates_past_grid_edge=lambda: (
+          search_lib.minutes_keeping_rounds(
+              request, budget, seeds=request.seeds, public_text=public_text,
+              learning_rates_past_grid_edge=True)))
   report_lib.write(request.output_dir, result, plan=plan)
   return result
 

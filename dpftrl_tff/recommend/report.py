@@ -36,7 +36,8 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           stopped_by_budget=False, launch_noise_row=None,
           minutes_keeping_rounds=None, minutes_for_more_noise=None,
           minutes_for_learning_rates=None, lr_seed_rows=(),
-          minutes_for_learning_rates_at_every_seed=None) -> Dict:
+          minutes_for_learning_rates_at_every_seed=None,
+          minutes_for_learning_rates_past_grid_edge=None) -> Dict:
   """recommendation.json's content.
 
   `lr_seed_rows`: with several seeds, `policy.mean_over_seeds` of the
@@ -66,6 +67,13 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
   (`search.minutes_keeping_rounds` with `least_learning_rates`); asked
   when the chosen pair has neighbours in the grid not tried
   (`policy.learning_rate_edge`).
+  `minutes_for_learning_rates_past_grid_edge()`: the --budget_minutes
+  that keeps these rounds and grids with --learning_rates_past_grid_edge,
+  or None; asked when the chosen pair is at the grid's edge and the
+  request did not run the pairs past it.
+
+  `lr_rows` holds the grid's runs and, after them, those past its edge
+  (`past_grid_edge` set; --learning_rates_past_grid_edge).
   """
   out = os.path.abspath(request.output_dir)
   launch_met = (launch_noise_row is not None and
@@ -137,6 +145,8 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
                   rounds_per_simulation=budget.rounds,
                   estimated_seconds=budget.estimated_seconds,
                   pretrain_steps=budget.pretrain_steps,
+                  learning_rates_past_grid_edge=bool(
+                      request.learning_rates_past_grid_edge),
                   quick=request.quick),
       least_noise_per_client=least_noise_per_client,
       learning_rate_clipped_count_stddev=clipped_count_stddev,
@@ -175,12 +185,20 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
       {} if minutes is None else {str(advised): minutes})
   # Practice 6's grid around the chosen pair: its untried neighbours (a
   # larger budget plans them) and the pairs past the grid's edge.
+  # A chosen pair of the grid is judged on the grid (a pair past its edge
+  # that was tried, and lost, brackets it); one past the edge on the grid
+  # and the pairs past it (its next step further is then untried).
   grid = search_lib.LEARNING_RATE_GRID
+  chosen_pair = (best['client_lr'], best['server_lr'])
+  tried = [(r['client_lr'], r['server_lr']) for r in lr_rows]
+  past = [p for p, r in zip(tried, lr_rows) if r.get('past_grid_edge')]
   edge = policy.learning_rate_edge(
-      (best['client_lr'], best['server_lr']), grid,
-      [(r['client_lr'], r['server_lr']) for r in lr_rows])
+      chosen_pair, grid if chosen_pair in grid else tuple(grid) + tuple(past),
+      tried)
+  edge['beyond_grid'] = [p for p in edge['beyond_grid'] if p not in tried]
   result['learning_rate_grid'] = dict(
-      pairs_in_grid=len(grid), pairs_tried=len(lr_rows),
+      pairs_in_grid=len(grid), pairs_tried=len(lr_rows) - len(past),
+      pairs_past_grid_edge=[dict(client_lr=c, server_lr=s) for c, s in past],
       **{key: [dict(client_lr=c, server_lr=s) for c, s in pairs]
          for key, pairs in edge.items()})
   lr_minutes = None
@@ -189,6 +207,11 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
   if edge['untried_neighbours'] and minutes_for_learning_rates:
     lr_minutes = minutes_for_learning_rates(least_lrs)
   result['budget']['minutes_for_learning_rates'] = lr_minutes
+  result['budget']['minutes_for_learning_rates_past_grid_edge'] = (
+      minutes_for_learning_rates_past_grid_edge()
+      if edge['beyond_grid'] and chosen_pair in grid and
+      not request.learning_rates_past_grid_edge and
+      minutes_for_learning_rates_past_grid_edge else None)
   lead = _one_run_lead(result)
   result['budget']['minutes_for_learning_rates_at_every_seed'] = (
       minutes_for_learning_rates_at_every_seed(
@@ -233,9 +256,18 @@ def _learning_rate_edge(result: Dict, minutes: Optional[float]) -> str:
   neighbours, and a run at each pair past the grid's edge."""
   sim, grid = result['simulation'], result['learning_rate_grid']
   untried, tried = grid['untried_neighbours'], grid['pairs_tried']
+  past = grid.get('pairs_past_grid_edge') or []
+  chosen_past = dict(client_lr=sim['client_lr'],
+                     server_lr=sim['server_lr']) in past
   text = (f'The chosen learning rates, client lr {sim["client_lr"]:g} / '
-          f'server lr {sim["server_lr"]:g}, are at the edge of the '
-          + (f'{tried} pair{"" if tried == 1 else "s"} tried (of the '
+          f'server lr {sim["server_lr"]:g}, are '
+          + ('one grid step past the grid\'s edge '
+             '(`--learning_rates_past_grid_edge`), more accurate than the '
+             f'{tried} pair{"" if tried == 1 else "s"} of the grid tried '
+             f'({_learning_rate_runs_words(result)}):' if chosen_past else
+             'at the edge of the ')
+          + ('' if chosen_past else
+             f'{tried} pair{"" if tried == 1 else "s"} tried (of the '
              f'grid\'s {grid["pairs_in_grid"]}; '
              f'{_learning_rate_runs_words(result)}):' if untried
              else 'grid (' + (f'all its {tried}' if tried ==
@@ -269,11 +301,26 @@ def _learning_rate_edge(result: Dict, minutes: Optional[float]) -> str:
       notes.append(f'the clip was estimated at client lr {now:g}, so this '
                    'is a rough check')
     text += (f' {name.capitalize()} lr {now:g} is the '
-             f'{"largest" if value > now else "least"} the grid has: '
+             f'{"largest" if value > now else "least"} '
+             f'{"tried" if chosen_past else "the grid has"}: '
              f'`run_stackoverflow --flagfile={SIMULATION_FLAGFILE} '
              f'--{name}_lr={value:g}` with another `--experiment_name` runs '
              f'the recommended simulation at {name} lr {value:g}{compare} '
              f'({"; ".join(notes)}).')
+  if grid['beyond_grid'] and not chosen_past and \
+      not result['budget'].get('learning_rates_past_grid_edge'):
+    minutes = result['budget'].get(
+        'minutes_for_learning_rates_past_grid_edge')
+    budget = ('' if minutes is None else
+              f' --budget_minutes={minutes:g} --max_rounds={sim["rounds"]}')
+    one = len(grid['beyond_grid']) == 1
+    text += (f' Or this command with `--learning_rates_past_grid_edge'
+             f'{budget}`, which keeps these rounds and grids, runs '
+             f'{"that pair" if one else "those pairs"} with adaptive '
+             'clipping beside the grid\'s (a clip of '
+             f'{"its" if one else "their"} own) and carries a better one '
+             'through the noise search and the launch plan; in the same '
+             '`--output_dir` it reuses the finished simulations.')
   return text
 
 
@@ -562,6 +609,15 @@ def seeds_caveat(result: Dict) -> str:
       + _learning_rate_gap(result))
 
 
+def _past_grid_edge_words(result: Dict) -> str:
+  """The pairs past the grid's edge that ran, for section 2's heading."""
+  past = result['learning_rate_grid'].get('pairs_past_grid_edge') or []
+  if not past:
+    return ''
+  return (f' and, one grid step past its edge from the best of those '
+          f'(`--learning_rates_past_grid_edge`), {_pairs(past)}')
+
+
 def _learning_rate_runs_words(result: Dict) -> str:
   """How practice 6's pairs ran: one run each, and the best again at every
   seed."""
@@ -628,7 +684,7 @@ def _learning_rate_gap(result: Dict) -> str:
     count = search_lib.ADVISED_LEARNING_RATES_AT_EVERY_SEED
     minutes = result['budget'].get('minutes_for_learning_rates_at_every_seed')
     command = (f'This command with `--learning_rates_at_every_seed={count}'
-               + (f'` (and a larger --budget_minutes, without --quick)'
+               + ('` (and a larger --budget_minutes, without --quick)'
                   if minutes is None else
                   f' --budget_minutes={minutes:g} '
                   f'--max_rounds={result["simulation"]["rounds"]}`, which '
@@ -905,7 +961,8 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
       f'(z / m = {result["least_noise_per_client"]:.4g}), '
       f'{sim["rounds"]} rounds each, the first '
       f'{result["learning_rate_grid"]["pairs_tried"]} of the grid\'s '
-      f'{result["learning_rate_grid"]["pairs_in_grid"]} pairs:', '',
+      f'{result["learning_rate_grid"]["pairs_in_grid"]} pairs'
+      + _past_grid_edge_words(result) + ':', '',
       '| client lr | server lr | accuracy | clip in force at the end | training loss |',
       '| --- | --- | --- | --- | --- |']
   for r in result['learning_rate_runs']:

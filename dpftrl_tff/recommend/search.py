@@ -43,6 +43,10 @@ LEARNING_RATE_GRID = ((0.5, 1.0), (1.0, 1.0), (0.5, 3.0), (2.0, 1.0),
 # The --learning_rates_at_every_seed that recommendation.md advises when
 # the chosen pair's lead over the next is within the seeds' spread.
 ADVISED_LEARNING_RATES_AT_EVERY_SEED = 2
+# --learning_rates_past_grid_edge: the most pairs past the grid's edge run
+# (`policy.learning_rate_edge`'s beyond_grid: one per learning rate, when
+# the chosen pair has that rate's least or largest value in the grid).
+PAST_GRID_EDGE_RUNS = 2
 # Practice 2: noise per client tried, as multiples of the least the privacy
 # target allows at the largest report goal (ascending; stops at a miss).
 NOISE_FACTORS = (1, 2, 4, 8, 16, 32)
@@ -98,6 +102,9 @@ class Request:
   # With seeds > 1, the best this many learning-rate pairs of one run each
   # run again at the other seeds, the pair chosen on their means (0: none).
   learning_rates_at_every_seed: int = 0
+  # After the grid, the pairs one grid step past its edge from the best of
+  # one run each (`policy.learning_rate_edge`), run once and compared too.
+  learning_rates_past_grid_edge: bool = False
   quick: bool = False
   extra_flags: Sequence[str] = ()
 
@@ -115,22 +122,30 @@ class Budget:
 
 
 def planned_simulations(num_learning_rates: int, num_noise_factors: int,
-                        seeds: int, learning_rates_at_every_seed: int = 0
-                        ) -> int:
-  """The most simulations a plan makes: each learning-rate pair once and
-  the best `learning_rates_at_every_seed` of them at the other seeds, the
-  no-DP setting and each noise factor at every seed."""
-  again = min(learning_rates_at_every_seed, num_learning_rates)
-  return (num_learning_rates + (seeds - 1) * again +
-          seeds * (1 + num_noise_factors))
+                        seeds: int, learning_rates_at_every_seed: int = 0,
+                        past_grid_edge: int = 0) -> int:
+  """The most simulations a plan makes: each learning-rate pair once, and
+  up to `past_grid_edge` pairs past the grid's edge, the best
+  `learning_rates_at_every_seed` of them at the other seeds, the no-DP
+  setting and each noise factor at every seed."""
+  pairs = num_learning_rates + past_grid_edge
+  again = min(learning_rates_at_every_seed, pairs)
+  return pairs + (seeds - 1) * again + seeds * (1 + num_noise_factors)
+
+
+def past_grid_edge_runs(request: Request) -> int:
+  """The most pairs past the grid's edge `request` runs."""
+  return PAST_GRID_EDGE_RUNS if request.learning_rates_past_grid_edge else 0
 
 
 def plan_budget(request: Request, *, round_seconds: float,
                 public_text: bool) -> Budget:
   """Rounds and grids that fit `budget_minutes`, fixed before any run.
 
-  Simulations: the learning-rate grid (one seed each, the best
-  `request.learning_rates_at_every_seed` pairs then at the other seeds),
+  Simulations: the learning-rate grid (one seed each, with
+  --learning_rates_past_grid_edge up to `PAST_GRID_EDGE_RUNS` pairs past
+  its edge, the best `request.learning_rates_at_every_seed` pairs then at
+  the other seeds),
   the no-DP run and the noise grid at `request.seeds` seeds each (all at
   the same rounds);
   around them pretraining, the timer model's simulations and each run's
@@ -154,7 +169,8 @@ def plan_budget(request: Request, *, round_seconds: float,
              (6, len(NOISE_FACTORS)), (6, 4), (4, 4), (3, 3)]
   for num_lrs, num_factors in options:
     runs = planned_simulations(num_lrs, num_factors, request.seeds,
-                               request.learning_rates_at_every_seed)
+                               request.learning_rates_at_every_seed,
+                               past_grid_edge_runs(request))
     rounds = (budget - fixed - runs * RUN_START_SECONDS) / (
         runs * round_seconds * 1.1)   # 10% for evaluations.
     if rounds >= 100:
@@ -164,14 +180,17 @@ def plan_budget(request: Request, *, round_seconds: float,
   lrs = LEARNING_RATE_GRID[:num_lrs]
   factors = NOISE_FACTORS[:num_factors]
   runs = planned_simulations(num_lrs, num_factors, request.seeds,
-                             request.learning_rates_at_every_seed)
+                             request.learning_rates_at_every_seed,
+                             past_grid_edge_runs(request))
   estimate = fixed + runs * (RUN_START_SECONDS + 1.1 * rounds * round_seconds)
   each = (f' at {request.seeds} seeds each' if request.seeds > 1 else '')
   reseeded = min(request.learning_rates_at_every_seed, len(lrs))
   reseeded = (f' (the best {reseeded} then at every seed)'
               if request.seeds > 1 and reseeded and len(lrs) > 1 else '')
+  past = (f' and up to {PAST_GRID_EDGE_RUNS} past the grid\'s edge'
+          if request.learning_rates_past_grid_edge else '')
   lines = [
-      f'{len(lrs)} learning-rate pairs (client, server) with adaptive '
+      f'{len(lrs)} learning-rate pairs (client, server){past} with adaptive '
       f'clipping{reseeded}, no DP and up to {len(factors)} noise multipliers with '
       f'DP-FTRL{each}: up to {runs} simulations of {rounds} rounds at '
       f'{request.clients_per_round} clients a round (about '
@@ -194,7 +213,8 @@ def minutes_keeping_rounds(request: Request, budget: Budget, *, seeds: int,
                            public_text: bool,
                            more_noise_factors: bool = False,
                            least_learning_rates: int = 0,
-                           learning_rates_at_every_seed: Optional[int] = None
+                           learning_rates_at_every_seed: Optional[int] = None,
+                           learning_rates_past_grid_edge: Optional[bool] = None
                            ) -> Optional[float]:
   """The --budget_minutes (a multiple of 5) at which `plan_budget`, with
   --seeds=`seeds` and --max_rounds at `budget`'s rounds, plans those
@@ -207,8 +227,10 @@ def minutes_keeping_rounds(request: Request, budget: Budget, *, seeds: int,
   `NOISE_FACTORS`. With `least_learning_rates`, the least that also
   plans at least that many learning-rate pairs (None when it is more than
   `LEARNING_RATE_GRID` has). With `learning_rates_at_every_seed`, the plan
-  has that --learning_rates_at_every_seed (default: the request's). None
-  for --quick (its plan ignores the budget)."""
+  has that --learning_rates_at_every_seed, with
+  `learning_rates_past_grid_edge` that --learning_rates_past_grid_edge
+  (default: the request's). None for --quick (its plan ignores the
+  budget)."""
   if request.quick or (more_noise_factors and
                        len(budget.noise_factors) >= len(NOISE_FACTORS)) or \
       least_learning_rates > len(LEARNING_RATE_GRID):
@@ -218,6 +240,9 @@ def minutes_keeping_rounds(request: Request, budget: Budget, *, seeds: int,
   if learning_rates_at_every_seed is not None:
     request = dataclasses.replace(
         request, learning_rates_at_every_seed=learning_rates_at_every_seed)
+  if learning_rates_past_grid_edge is not None:
+    request = dataclasses.replace(
+        request, learning_rates_past_grid_edge=learning_rates_past_grid_edge)
   for minutes in range(5, 10**7, 5):   # Rounds and grids grow with minutes.
     again = plan_budget(
         dataclasses.replace(request, seeds=seeds, budget_minutes=minutes,
@@ -285,7 +310,7 @@ class Search:
     self.simulations_done = 0
     self.simulations_total = planned_simulations(
         len(budget.learning_rates), len(budget.noise_factors), request.seeds,
-        request.learning_rates_at_every_seed)
+        request.learning_rates_at_every_seed, past_grid_edge_runs(request))
     self.seconds_per_simulation = []
 
   # --- the flags of a simulation -------------------------------------------

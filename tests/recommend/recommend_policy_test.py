@@ -385,16 +385,39 @@ class BudgetTest(absltest.TestCase):
     runs = (len(again.learning_rates) + 2 * 2 +
             3 * (1 + len(again.noise_factors)))
     self.assertIn('with adaptive clipping (the best 2 then at every seed), '
-                  f'no DP', again.lines[0])
+                  'no DP', again.lines[0])
     self.assertIn(f'at 3 seeds each: up to {runs} simulations', again.lines[0])
     self.assertLessEqual(again.estimated_seconds, 45 * 60 * 1.05)
     self.assertEqual(search.Search(
         self._request(seeds=3, learning_rates_at_every_seed=2), again,
         print_fn=lambda s: None).simulations_total, runs)
     self.assertEqual(search.planned_simulations(1, 2, 3, 2), 1 + 2 + 9)
+    # --learning_rates_past_grid_edge: up to 2 pairs more, once each, and
+    # among those the best 2 may run again.
+    self.assertEqual(search.planned_simulations(1, 2, 3, 2, 2),
+                     3 + 2 * 2 + 9)
+    self.assertEqual(search.planned_simulations(3, 2, 1, 0, 2), 5 + 3)
+    past = search.plan_budget(
+        self._request(seeds=3, learning_rates_past_grid_edge=True),
+        round_seconds=0.7, public_text=False)
+    runs = (len(past.learning_rates) + 2 +
+            3 * (1 + len(past.noise_factors)))
+    self.assertIn('learning-rate pairs (client, server) and up to 2 past '
+                  'the grid\'s edge with adaptive clipping', past.lines[0])
+    self.assertIn(f'up to {runs} simulations', past.lines[0])
+    self.assertLessEqual(past.estimated_seconds, 45 * 60 * 1.05)
+    self.assertEqual(search.Search(
+        self._request(seeds=3, learning_rates_past_grid_edge=True), past,
+        print_fn=lambda s: None).simulations_total, runs)
+    # The budget pays for them: fewer rounds or a smaller grid.
+    self.assertTrue(
+        past.rounds < three.rounds or
+        len(past.learning_rates) < len(three.learning_rates) or
+        len(past.noise_factors) < len(three.noise_factors), (past, three))
 
   def _replans(self, before, *, seeds, minutes, more_noise_factors=False,
-               least_learning_rates=0, learning_rates_at_every_seed=0):
+               least_learning_rates=0, learning_rates_at_every_seed=0,
+               learning_rates_past_grid_edge=False):
     """Whether the plan at `seeds` and `minutes` (and `before`'s rounds
     as --max_rounds) keeps `before`'s rounds and grids (the grids
     prefixes of the new ones), with more noise factors and at least
@@ -403,7 +426,9 @@ class BudgetTest(absltest.TestCase):
         self._request(seeds=seeds, budget_minutes=minutes,
                       max_rounds=before.rounds,
                       learning_rates_at_every_seed=(
-                          learning_rates_at_every_seed)),
+                          learning_rates_at_every_seed),
+                      learning_rates_past_grid_edge=(
+                          learning_rates_past_grid_edge)),
         round_seconds=0.7, public_text=True)
     return (again.rounds >= before.rounds and
             again.learning_rates[:len(before.learning_rates)] ==
@@ -483,28 +508,32 @@ class BudgetTest(absltest.TestCase):
         self._request(quick=True), before, seeds=1, public_text=True,
         more_noise_factors=True))
 
-  def test_minutes_for_the_learning_rates_at_every_seed(self):
-    # 3 seeds at 45 minutes and at most 110 rounds, then the same with the
-    # best two pairs at every seed: the least budget keeping the rounds and
-    # both grids, by brute force over every smaller multiple of 5.
-    for max_rounds, minutes_now in ((110, 45.0), (1000, 45.0),
-                                    (1000, 120.0)):
-      request = self._request(seeds=3, max_rounds=max_rounds,
-                              budget_minutes=minutes_now)
-      before = search.plan_budget(request, round_seconds=0.7,
-                                  public_text=True)
-      minutes = search.minutes_keeping_rounds(
-          request, before, seeds=3, public_text=True,
-          learning_rates_at_every_seed=2)
-      self.assertEqual(minutes % 5, 0)
-      def keeps(m):
-        return self._replans(before, seeds=3, minutes=m,
-                             learning_rates_at_every_seed=2)
-      self.assertTrue(keeps(minutes), (max_rounds, minutes))
-      self.assertFalse(any(keeps(m) for m in range(5, int(minutes), 5)),
-                       (max_rounds, minutes))
-      self.assertGreater(minutes, search.minutes_keeping_rounds(
-          request, before, seeds=3, public_text=True))
+  def test_minutes_for_the_learning_rates_again_or_past_the_edge(self):
+    # A plan (3 seeds at 45 minutes and at most 110 rounds, ...), then the
+    # same with the best two pairs at every seed, or with the pairs past
+    # the grid's edge: the least budget keeping the rounds and both grids,
+    # by brute force over every smaller multiple of 5.
+    for option, plans in (
+        (dict(learning_rates_at_every_seed=2),
+         ((3, 110, 45.0), (3, 1000, 45.0), (3, 1000, 120.0))),
+        (dict(learning_rates_past_grid_edge=True),
+         ((1, 1000, 20.0), (3, 110, 45.0), (3, 1000, 120.0)))):
+      for seeds, max_rounds, minutes_now in plans:
+        case = (option, seeds, max_rounds, minutes_now)
+        request = self._request(seeds=seeds, max_rounds=max_rounds,
+                                budget_minutes=minutes_now)
+        before = search.plan_budget(request, round_seconds=0.7,
+                                    public_text=True)
+        minutes = search.minutes_keeping_rounds(
+            request, before, seeds=seeds, public_text=True, **option)
+        self.assertEqual(minutes % 5, 0, case)
+        def keeps(m):
+          return self._replans(before, seeds=seeds, minutes=m, **option)
+        self.assertTrue(keeps(minutes), (case, minutes))
+        self.assertFalse(any(keeps(m) for m in range(5, int(minutes), 5)),
+                         (case, minutes))
+        self.assertGreater(minutes, search.minutes_keeping_rounds(
+            request, before, seeds=seeds, public_text=True), case)
 
   def test_minutes_keeping_rounds_is_the_least_multiple_of_five(self):
     # From one seed at 45 minutes to 3; from 3 seeds at 45 minutes and at
@@ -677,7 +706,9 @@ class UtilityVerdictTest(parameterized.TestCase):
               minutes_keeping_rounds=None, lr_rows=None,
               stopped_by_budget=False, minutes_for_more_noise=None,
               best=None, minutes_for_learning_rates=None,
-              lr_seed_rows=(), minutes_for_learning_rates_at_every_seed=None):
+              lr_seed_rows=(), minutes_for_learning_rates_at_every_seed=None,
+              past_grid_edge=False,
+              minutes_for_learning_rates_past_grid_edge=None):
     ns = types.SimpleNamespace
     chosen = chosen or dict(name='z1', noise_multiplier=0.5,
                             accuracy=accuracy, top3_accuracy=0.3,
@@ -692,7 +723,8 @@ class UtilityVerdictTest(parameterized.TestCase):
         request=ns(output_dir=tempfile.mkdtemp(), clients_per_round=20,
                    target_epsilon=10.0, delta=1e-10, population=100000,
                    launch_rounds=2000, budget_minutes=45.0, quick=False,
-                   seed=0, seeds=seeds, utility_fraction=0.9),
+                   seed=0, seeds=seeds, utility_fraction=0.9,
+                   learning_rates_past_grid_edge=past_grid_edge),
         budget=ns(rounds=100, estimated_seconds=60.0, pretrain_steps=0),
         search=ns(runs_dir='runs', pretrained_dir=None),
         lr_rows=lr_rows or [dict(client_lr=0.5, server_lr=1.0, accuracy=0.2,
@@ -709,7 +741,9 @@ class UtilityVerdictTest(parameterized.TestCase):
         minutes_for_learning_rates=minutes_for_learning_rates,
         lr_seed_rows=lr_seed_rows,
         minutes_for_learning_rates_at_every_seed=(
-            minutes_for_learning_rates_at_every_seed))
+            minutes_for_learning_rates_at_every_seed),
+        minutes_for_learning_rates_past_grid_edge=(
+            minutes_for_learning_rates_past_grid_edge))
 
   def _lr_rows(self, pairs, best):
     return [dict(client_lr=c, server_lr=s, noise_multiplier=0.5,
@@ -728,11 +762,14 @@ class UtilityVerdictTest(parameterized.TestCase):
         accuracy=0.2, capped=False, lr_rows=self._lr_rows(grid[:3],
                                                           (0.5, 3.0)),
         best=dict(client_lr=0.5, server_lr=3.0),
-        minutes_for_learning_rates=minutes)
+        minutes_for_learning_rates=minutes,
+        minutes_for_learning_rates_past_grid_edge=lambda: 55.0)
     self.assertEqual(asked, [5])
     self.assertEqual(result['budget']['minutes_for_learning_rates'], 50.0)
+    self.assertEqual(
+        result['budget']['minutes_for_learning_rates_past_grid_edge'], 55.0)
     self.assertEqual(result['learning_rate_grid'], dict(
-        pairs_in_grid=8, pairs_tried=3,
+        pairs_in_grid=8, pairs_tried=3, pairs_past_grid_edge=[],
         untried_neighbours=[dict(client_lr=1.0, server_lr=3.0)],
         beyond_grid=[dict(client_lr=0.5, server_lr=9.0)]))
     self.assertIn(
@@ -746,8 +783,13 @@ class UtilityVerdictTest(parameterized.TestCase):
         'largest the grid has: `run_stackoverflow '
         '--flagfile=simulation.flags --server_lr=9` with another '
         '`--experiment_name` runs the recommended simulation at server lr '
-        '9, to compare with its 20.00% (the same clip, noise and seed).',
-        result['suggestions'])
+        '9, to compare with its 20.00% (the same clip, noise and seed). Or '
+        'this command with `--learning_rates_past_grid_edge '
+        '--budget_minutes=55 --max_rounds=100`, which keeps these rounds and '
+        'grids, runs that pair with adaptive clipping beside the grid\'s (a '
+        'clip of its own) and carries a better one through the noise search '
+        'and the launch plan; in the same `--output_dir` it reuses the '
+        'finished simulations.', result['suggestions'])
     self.assertEqual(strict_json.loads(strict_json.dumps(result)), result)
     markdown = report.markdown(result, collections.defaultdict(str))
     self.assertIn('100 rounds each, the first 3 of the grid\'s 8 pairs:',
@@ -828,7 +870,66 @@ class UtilityVerdictTest(parameterized.TestCase):
         '`--experiment_name` runs the recommended simulation at client lr '
         '0.125, to compare with its 21.00% (seed 0\'s run; the same clip, '
         'noise and seed; the clip was estimated at client lr 0.25, so this '
-        'is a rough check).', result['suggestions'])
+        'is a rough check). Or this command with '
+        '`--learning_rates_past_grid_edge`, which keeps these rounds',
+        ' '.join(result['suggestions']))
+
+  def test_a_pair_past_the_grids_edge_that_ran(self):
+    # --learning_rates_past_grid_edge ran 1 / 9 past 1 / 3 (6 pairs tried).
+    grid = search.LEARNING_RATE_GRID
+    never = lambda *_: self.fail('nothing to re-run with a budget')
+    past = dict(client_lr=1.0, server_lr=9.0, noise_multiplier=0.5,
+                final_clip_norm=2.0, past_grid_edge=True)
+
+    def result_of(pairs, best, past_accuracy):
+      return self._result(
+          accuracy=0.2, capped=False, past_grid_edge=True,
+          lr_rows=self._lr_rows(pairs, best) + [
+              dict(past, accuracy=past_accuracy)],
+          best=dict(client_lr=best[0], server_lr=best[1]),
+          minutes_for_learning_rates=never,
+          minutes_for_learning_rates_past_grid_edge=never)
+
+    # It won: the next step, server lr 27, is named as a run; no flag.
+    result = result_of(grid[:6], (1.0, 9.0), 0.3)
+    grid_json = result['learning_rate_grid']
+    self.assertEqual(grid_json['pairs_tried'], 6)
+    self.assertEqual(grid_json['pairs_past_grid_edge'],
+                     [dict(client_lr=1.0, server_lr=9.0)])
+    self.assertEqual(grid_json['beyond_grid'],
+                     [dict(client_lr=1.0, server_lr=27.0)])
+    self.assertEqual(grid_json['untried_neighbours'], [])
+    self.assertIsNone(
+        result['budget']['minutes_for_learning_rates_past_grid_edge'])
+    (said,) = [s for s in result['suggestions'] if 'learning rates' in s]
+    self.assertIn(
+        'The chosen learning rates, client lr 1 / server lr 9, are one grid '
+        'step past the grid\'s edge (`--learning_rates_past_grid_edge`), '
+        'more accurate than the 6 pairs of the grid tried (one run each): '
+        'Server lr 9 is the largest tried: `run_stackoverflow '
+        '--flagfile=simulation.flags --server_lr=27`', said)
+    self.assertNotIn('Or this command', said)
+    markdown = report.markdown(result, collections.defaultdict(str))
+    self.assertIn('the first 6 of the grid\'s 8 pairs and, one grid step '
+                  'past its edge from the best of those '
+                  '(`--learning_rates_past_grid_edge`), client lr 1 / '
+                  'server lr 9:', markdown)
+    self.assertIn('| 1 | 9 | 30.00% | 2 | ok |', markdown)
+    self.assertEqual(strict_json.loads(strict_json.dumps(result)), result)
+    # It lost: 1 / 3 is bracketed along the server lr, nothing is said.
+    result = result_of(grid[:6], (1.0, 3.0), 0.15)
+    self.assertEqual(result['learning_rate_grid']['beyond_grid'], [])
+    self.assertFalse(any('learning rates' in s for s in result['suggestions']))
+    # Another pair chosen (on means at several seeds, say), at the edge of
+    # its own: its step past the grid is named, not the flag (it ran).
+    result = result_of(grid, (0.5, 3.0), 0.15)
+    self.assertEqual(result['learning_rate_grid']['beyond_grid'],
+                     [dict(client_lr=0.5, server_lr=9.0)])
+    (said,) = [s for s in result['suggestions'] if 'learning rates' in s]
+    self.assertIn('Server lr 3 is the largest the grid has: '
+                  '`run_stackoverflow --flagfile=simulation.flags '
+                  '--server_lr=9`', said)
+    self.assertNotIn('Or this command', said)
 
   def test_every_noise_tried_met_the_target_says_try_more(self):
     # z 0.25 and 0.5 both met the target 15%: a larger z was not tried.
@@ -1306,7 +1407,8 @@ class _CannedRecommendTest(absltest.TestCase):
 
   def _recommend(self, accuracy_of, *, budget_after_noise=False, seeds=1,
                  utility_target=0.2, lr_accuracy=None,
-                 learning_rates_at_every_seed=0):
+                 learning_rates_at_every_seed=0,
+                 learning_rates_past_grid_edge=False):
     """`accuracy_of(z, seed, stage)` is each canned run's accuracy, or for
     the learning-rate runs `lr_accuracy[(client_lr, server_lr)]` if
     given (a number, or a tuple of one per seed)."""
@@ -1316,7 +1418,8 @@ class _CannedRecommendTest(absltest.TestCase):
         delta=1e-10, max_report_goal=2000, clients_per_round=20,
         budget_minutes=45.0, utility_target=utility_target,
         timer_hours=(24,), pretrain_steps=0, seeds=seeds,
-        learning_rates_at_every_seed=learning_rates_at_every_seed)
+        learning_rates_at_every_seed=learning_rates_at_every_seed,
+        learning_rates_past_grid_edge=learning_rates_past_grid_edge)
     runs = []
 
     class CannedSearch(search.Search):
@@ -1361,6 +1464,28 @@ class _CannedRecommendTest(absltest.TestCase):
 
   def _least_z(self, runs):
     return min(z for name, z, _ in runs if name.startswith('z'))
+
+  def _replan(self, minutes, rounds, **fields):
+    """`search.plan_budget` of `_recommend`'s request at `minutes` and at
+    most `rounds` rounds, with `fields`."""
+    return search.plan_budget(
+        search.Request(cache_dir='/c', output_dir='/o', population=200_000,
+                       launch_rounds=300, target_epsilon=10.0, delta=1e-10,
+                       max_report_goal=2000, clients_per_round=20,
+                       budget_minutes=minutes, timer_hours=(24,),
+                       pretrain_steps=0, max_rounds=rounds, **fields),
+        round_seconds=search.REFERENCE_ROUND_SECONDS, public_text=False)
+
+  def _assert_replan_keeps(self, result, minutes, **fields):
+    """The plan at `minutes` (and `fields`) keeps `result`'s rounds and
+    has room for its learning-rate and noise runs."""
+    rounds = result['simulation']['rounds']
+    again = self._replan(minutes, rounds, **fields)
+    self.assertEqual(again.rounds, rounds)
+    self.assertGreaterEqual(len(again.learning_rates),
+                            len(result['learning_rate_runs']))
+    self.assertGreaterEqual(len(again.noise_factors),
+                            len(result['noise_runs']))
 
 
 class LaunchNoiseTest(_CannedRecommendTest):
@@ -1496,13 +1621,7 @@ class LearningRateGridPipelineTest(_CannedRecommendTest):
     minutes = result['budget']['minutes_for_learning_rates']
     self.assertEqual(minutes % 5, 0)
     rounds = result['simulation']['rounds']
-    again = search.plan_budget(
-        search.Request(cache_dir='/c', output_dir='/o', population=200_000,
-                       launch_rounds=300, target_epsilon=10.0, delta=1e-10,
-                       max_report_goal=2000, clients_per_round=20,
-                       budget_minutes=minutes, timer_hours=(24,),
-                       pretrain_steps=0, seeds=3, max_rounds=rounds),
-        round_seconds=search.REFERENCE_ROUND_SECONDS, public_text=False)
+    again = self._replan(minutes, rounds, seeds=3)
     self.assertEqual(list(again.learning_rates), list(grid))
     self.assertEqual(again.rounds, rounds)
     text = (f'Re-run this command with `--budget_minutes={minutes:g} '
@@ -1512,6 +1631,78 @@ class LearningRateGridPipelineTest(_CannedRecommendTest):
     self.assertIn(text, said)
     self.assertIn(text, markdown)
     self.assertIn('the first 6 of the grid\'s 8 pairs:', markdown)
+
+
+class LearningRatesPastGridEdgePipelineTest(_CannedRecommendTest):
+  """--learning_rates_past_grid_edge: the pairs one grid step past the edge
+  from the best of one run each run too, and may be chosen."""
+
+  def _lr_runs(self, runs):
+    return [(name, [f for f in flags if f.startswith(('--client_lr=',
+                                                      '--server_lr=',
+                                                      '--aggregator='))])
+            for name, _, flags in runs if name.startswith('lr_')]
+
+  def test_a_better_pair_past_the_edge_is_carried_through(self):
+    lr_accuracy = collections.defaultdict(lambda: 0.2)
+    lr_accuracy[1.0, 3.0] = 0.3
+    lr_accuracy[1.0, 9.0] = 0.35
+    result, runs, markdown, flagfile = self._recommend(
+        lambda *_: 0.3, lr_accuracy=lr_accuracy,
+        learning_rates_past_grid_edge=True)
+    tried = len(result['learning_rate_runs']) - 1
+    self.assertGreaterEqual(tried, 5)   # The grid up to 1 / 3, at least.
+    self.assertEqual(self._lr_runs(runs)[-1], (
+        'lr_c1_s9', ['--aggregator=dp_ftrl_adaptive', '--client_lr=1',
+                     '--server_lr=9']))
+    self.assertLen(self._lr_runs(runs), tried + 1)
+    self.assertTrue(result['learning_rate_runs'][-1]['past_grid_edge'])
+    sim = result['simulation']
+    self.assertEqual((sim['client_lr'], sim['server_lr']), (1.0, 9.0))
+    self.assertIn('--server_lr=9\n', flagfile)
+    # The no-noise and noise runs are at the pair past the edge.
+    self.assertTrue(all('--server_lr=9' in flags for name, _, flags in runs
+                        if not name.startswith('lr_')))
+    self.assertEqual(result['learning_rate_grid']['pairs_past_grid_edge'],
+                     [dict(client_lr=1.0, server_lr=9.0)])
+    self.assertTrue(result['budget']['learning_rates_past_grid_edge'])
+    self.assertIn('Server lr 9 is the largest tried: `run_stackoverflow '
+                  '--flagfile=simulation.flags --server_lr=27`', markdown)
+    strict_json.loads(strict_json.dumps(result))
+
+  def test_at_both_edges_two_pairs_and_a_loss_keeps_the_grids(self):
+    # 2 / 0.3 has the grid's largest client lr and least server lr: 4 / 0.3
+    # and 2 / 0.09 both run, both lose, and nothing more is said.
+    lr_accuracy = collections.defaultdict(lambda: 0.2)
+    lr_accuracy[2.0, 0.3] = 0.3
+    result, runs, markdown, _ = self._recommend(
+        lambda *_: 0.3, lr_accuracy=lr_accuracy,
+        learning_rates_past_grid_edge=True)
+    # (One seed at 45 minutes plans the whole grid.)
+    self.assertIn((2.0, 0.3), [(r['client_lr'], r['server_lr'])
+                               for r in result['learning_rate_runs']])
+    self.assertEqual([n for n, _ in self._lr_runs(runs)][-2:],
+                     ['lr_c4_s0.3', 'lr_c2_s0.09'])
+    sim = result['simulation']
+    self.assertEqual((sim['client_lr'], sim['server_lr']), (2.0, 0.3))
+    self.assertEqual(result['learning_rate_grid']['beyond_grid'], [])
+    self.assertFalse(any('learning rates' in s and 'edge' in s
+                         for s in result['suggestions']))
+
+  def test_without_the_flag_the_report_names_it_and_its_budget(self):
+    lr_accuracy = collections.defaultdict(lambda: 0.2)
+    lr_accuracy[1.0, 3.0] = 0.3
+    result, runs, markdown, _ = self._recommend(lambda *_: 0.3,
+                                                lr_accuracy=lr_accuracy)
+    self.assertNotIn('lr_c1_s9', [n for n, _ in self._lr_runs(runs)])
+    self.assertFalse(result['budget']['learning_rates_past_grid_edge'])
+    minutes = result['budget']['minutes_for_learning_rates_past_grid_edge']
+    rounds = result['simulation']['rounds']
+    self.assertIn(f'Or this command with `--learning_rates_past_grid_edge '
+                  f'--budget_minutes={minutes:g} --max_rounds={rounds}`',
+                  markdown)
+    self._assert_replan_keeps(result, minutes,
+                              learning_rates_past_grid_edge=True)
 
 
 class LearningRateSeedsPipelineTest(_CannedRecommendTest):
@@ -1587,19 +1778,8 @@ class LearningRateSeedsPipelineTest(_CannedRecommendTest):
     rounds = result['simulation']['rounds']
     self.assertIn(f'`--learning_rates_at_every_seed=2 --budget_minutes='
                   f'{minutes:g} --max_rounds={rounds}`', markdown)
-    again = search.plan_budget(
-        search.Request(cache_dir='/c', output_dir='/o', population=200_000,
-                       launch_rounds=300, target_epsilon=10.0, delta=1e-10,
-                       max_report_goal=2000, clients_per_round=20,
-                       budget_minutes=minutes, timer_hours=(24,),
-                       pretrain_steps=0, seeds=3, max_rounds=rounds,
-                       learning_rates_at_every_seed=2),
-        round_seconds=search.REFERENCE_ROUND_SECONDS, public_text=False)
-    self.assertEqual(again.rounds, rounds)
-    self.assertGreaterEqual(len(again.learning_rates),
-                            len(result['learning_rate_runs']))
-    self.assertGreaterEqual(len(again.noise_factors),
-                            len(result['noise_runs']))
+    self._assert_replan_keeps(result, minutes, seeds=3,
+                              learning_rates_at_every_seed=2)
 
 
 class SeedsPipelineTest(_CannedRecommendTest):

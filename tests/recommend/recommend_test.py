@@ -11,6 +11,7 @@ import tempfile
 from absl.testing import absltest
 
 from dpftrl_tff.recommend import report
+from dpftrl_tff.recommend import search
 from tests import fixtures
 
 
@@ -69,6 +70,16 @@ def check_recommendation(test, out, run_again):
                                        -r['server_lr']))
       test.assertEqual((sim['client_lr'], sim['server_lr']),
                        (best['client_lr'], best['server_lr']))
+  # README's test asks for --learning_rates_past_grid_edge: a pair past the
+  # grid's edge ran only from a best pair at it, and ran (--quick's two
+  # pairs are inside the grid, so none does there).
+  test.assertTrue(result['budget']['learning_rates_past_grid_edge'])
+  grid = search.LEARNING_RATE_GRID
+  for row in result['learning_rate_runs']:
+    pair = (row['client_lr'], row['server_lr'])
+    test.assertEqual(bool(row.get('past_grid_edge')), pair not in grid, pair)
+    test.assertTrue(os.path.isfile(os.path.join(
+        out, 'runs', row['name'], 'metrics.csv')), pair)
   # Met for the launch only if met in simulation (report.utility_verdict).
   test.assertLessEqual(result['meets_utility_target'],
                        result['meets_utility_target_in_simulation'])
