@@ -186,8 +186,9 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
   # Practice 6's grid around the chosen pair: its untried neighbours (a
   # larger budget plans them) and the pairs past the grid's edge.
   # A chosen pair of the grid is judged on the grid (a pair past its edge
-  # that was tried, and lost, brackets it); one past the edge on the grid
-  # and the pairs past it (its next step further is then untried).
+  # that was tried, and lost, brackets it); a chosen pair past the edge on
+  # the grid and the pairs past it that were tried (its own next step
+  # further is then the untried one).
   grid = search_lib.LEARNING_RATE_GRID
   chosen_pair = (best['client_lr'], best['server_lr'])
   tried = [(r['client_lr'], r['server_lr']) for r in lr_rows]
