@@ -237,16 +237,14 @@ def minutes_keeping_rounds(request: Request, budget: Budget, *, seeds: int,
     return None
   least_factors = len(budget.noise_factors) + int(more_noise_factors)
   least_lrs = max(len(budget.learning_rates), least_learning_rates)
-  if learning_rates_at_every_seed is not None:
-    request = dataclasses.replace(
-        request, learning_rates_at_every_seed=learning_rates_at_every_seed)
-  if learning_rates_past_grid_edge is not None:
-    request = dataclasses.replace(
-        request, learning_rates_past_grid_edge=learning_rates_past_grid_edge)
+  options = dict(learning_rates_at_every_seed=learning_rates_at_every_seed,
+                 learning_rates_past_grid_edge=learning_rates_past_grid_edge)
+  request = dataclasses.replace(
+      request, seeds=seeds, max_rounds=budget.rounds,
+      **{name: value for name, value in options.items() if value is not None})
   for minutes in range(5, 10**7, 5):   # Rounds and grids grow with minutes.
     again = plan_budget(
-        dataclasses.replace(request, seeds=seeds, budget_minutes=minutes,
-                            max_rounds=budget.rounds),
+        dataclasses.replace(request, budget_minutes=minutes),
         round_seconds=budget.round_seconds, public_text=public_text)
     if again.rounds >= budget.rounds and \
         len(again.learning_rates) >= least_lrs and \

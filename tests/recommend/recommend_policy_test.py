@@ -378,37 +378,35 @@ class BudgetTest(absltest.TestCase):
     self.assertIn('--seed=2', finder.base_flags(2))
     self.assertIn('--seed=0', finder.base_flags())
     self.assertNotIn('every seed', three.lines[0])
+
+    def plan_with(extra_runs, said, **option):
+      """The 3-seed plan with `option`: its line says `said` and counts
+      `extra_runs` more learning-rate runs, within the budget."""
+      plan = search.plan_budget(self._request(seeds=3, **option),
+                                round_seconds=0.7, public_text=False)
+      runs = (len(plan.learning_rates) + extra_runs +
+              3 * (1 + len(plan.noise_factors)))
+      self.assertIn(said, plan.lines[0])
+      self.assertIn(f'at 3 seeds each: up to {runs} simulations',
+                    plan.lines[0])
+      self.assertLessEqual(plan.estimated_seconds, 45 * 60 * 1.05)
+      self.assertEqual(search.Search(
+          self._request(seeds=3, **option), plan,
+          print_fn=lambda s: None).simulations_total, runs)
+      return plan
+
     # --learning_rates_at_every_seed=2: the best two again at seeds 1, 2.
-    again = search.plan_budget(
-        self._request(seeds=3, learning_rates_at_every_seed=2),
-        round_seconds=0.7, public_text=False)
-    runs = (len(again.learning_rates) + 2 * 2 +
-            3 * (1 + len(again.noise_factors)))
-    self.assertIn('with adaptive clipping (the best 2 then at every seed), '
-                  'no DP', again.lines[0])
-    self.assertIn(f'at 3 seeds each: up to {runs} simulations', again.lines[0])
-    self.assertLessEqual(again.estimated_seconds, 45 * 60 * 1.05)
-    self.assertEqual(search.Search(
-        self._request(seeds=3, learning_rates_at_every_seed=2), again,
-        print_fn=lambda s: None).simulations_total, runs)
+    plan_with(2 * 2, 'with adaptive clipping (the best 2 then at every '
+              'seed), no DP', learning_rates_at_every_seed=2)
     self.assertEqual(search.planned_simulations(1, 2, 3, 2), 1 + 2 + 9)
     # --learning_rates_past_grid_edge: up to 2 pairs more, once each, and
     # among those the best 2 may run again.
     self.assertEqual(search.planned_simulations(1, 2, 3, 2, 2),
                      3 + 2 * 2 + 9)
     self.assertEqual(search.planned_simulations(3, 2, 1, 0, 2), 5 + 3)
-    past = search.plan_budget(
-        self._request(seeds=3, learning_rates_past_grid_edge=True),
-        round_seconds=0.7, public_text=False)
-    runs = (len(past.learning_rates) + 2 +
-            3 * (1 + len(past.noise_factors)))
-    self.assertIn('learning-rate pairs (client, server) and up to 2 past '
-                  'the grid\'s edge with adaptive clipping', past.lines[0])
-    self.assertIn(f'up to {runs} simulations', past.lines[0])
-    self.assertLessEqual(past.estimated_seconds, 45 * 60 * 1.05)
-    self.assertEqual(search.Search(
-        self._request(seeds=3, learning_rates_past_grid_edge=True), past,
-        print_fn=lambda s: None).simulations_total, runs)
+    past = plan_with(2, 'learning-rate pairs (client, server) and up to 2 '
+                     'past the grid\'s edge with adaptive clipping',
+                     learning_rates_past_grid_edge=True)
     # The budget pays for them: fewer rounds or a smaller grid.
     self.assertTrue(
         past.rounds < three.rounds or
