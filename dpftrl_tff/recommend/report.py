@@ -208,11 +208,18 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
   if edge['untried_neighbours'] and minutes_for_learning_rates:
     lr_minutes = minutes_for_learning_rates(least_lrs)
   result['budget']['minutes_for_learning_rates'] = lr_minutes
+  # --learning_rates_past_grid_edge would run these pairs past the edge
+  # only from the best pair of one run each, the pair it steps from (with
+  # --learning_rates_at_every_seed the chosen one may be another).
+  ranked = policy.learning_rate_ranking(lr_rows)
+  advise_past = bool(
+      edge['beyond_grid'] and not request.learning_rates_past_grid_edge and
+      ranked and (ranked[0]['client_lr'], ranked[0]['server_lr']) ==
+      chosen_pair)
+  result['budget']['learning_rates_past_grid_edge_advised'] = advise_past
   result['budget']['minutes_for_learning_rates_past_grid_edge'] = (
       minutes_for_learning_rates_past_grid_edge()
-      if edge['beyond_grid'] and chosen_pair in grid and
-      not request.learning_rates_past_grid_edge and
-      minutes_for_learning_rates_past_grid_edge else None)
+      if advise_past and minutes_for_learning_rates_past_grid_edge else None)
   lead = _one_run_lead(result)
   result['budget']['minutes_for_learning_rates_at_every_seed'] = (
       minutes_for_learning_rates_at_every_seed(
@@ -308,8 +315,7 @@ def _learning_rate_edge(result: Dict, minutes: Optional[float]) -> str:
              f'--{name}_lr={value:g}` with another `--experiment_name` runs '
              f'the recommended simulation at {name} lr {value:g}{compare} '
              f'({"; ".join(notes)}).')
-  if grid['beyond_grid'] and not chosen_past and \
-      not result['budget'].get('learning_rates_past_grid_edge'):
+  if result['budget'].get('learning_rates_past_grid_edge_advised'):
     minutes = result['budget'].get(
         'minutes_for_learning_rates_past_grid_edge')
     budget = ('' if minutes is None else

@@ -872,6 +872,44 @@ class UtilityVerdictTest(parameterized.TestCase):
         '`--learning_rates_past_grid_edge`, which keeps these rounds',
         ' '.join(result['suggestions']))
 
+  def test_the_flag_is_advised_only_from_the_pair_it_steps_from(self):
+    # At 3 seeds the means chose 0.25 / 1 (the grid's least client lr),
+    # but one run each ranked 0.5 / 1 first: the flag would step from that
+    # one, so only the hand command is named.
+    grid = search.LEARNING_RATE_GRID
+    chosen = dict(name='z1', noise_multiplier=0.5, accuracy=0.2,
+                  top3_accuracy=0.3, flags=['--aggregator=dp_ftrl'],
+                  seeds=[0, 1, 2], seed_accuracies=[0.21, 0.19, 0.2],
+                  accuracy_stderr=0.006)
+    means = [dict(client_lr=c, server_lr=s, accuracy=a, seeds=[0, 1, 2],
+                  seed_accuracies=[a] * 3, accuracy_stderr=0.01,
+                  noise_multiplier=0.5, final_clip_norm=1.0)
+             for (c, s), a in (((0.5, 1.0), 0.15), ((0.25, 1.0), 0.18))]
+    result = self._result(
+        accuracy=0.2, capped=False, seeds=3, chosen=chosen,
+        lr_rows=self._lr_rows(grid, (0.5, 1.0)), lr_seed_rows=means,
+        best=dict(client_lr=0.25, server_lr=1.0),
+        minutes_for_learning_rates=lambda *_: self.fail('all tried'),
+        minutes_for_learning_rates_past_grid_edge=lambda: 60.0)
+    self.assertEqual(result['learning_rate_grid']['beyond_grid'],
+                     [dict(client_lr=0.125, server_lr=1.0)])
+    self.assertFalse(result['budget']['learning_rates_past_grid_edge_advised'])
+    self.assertIsNone(
+        result['budget']['minutes_for_learning_rates_past_grid_edge'])
+    (said,) = [s for s in result['suggestions'] if 'learning rates' in s]
+    self.assertIn('--client_lr=0.125', said)
+    self.assertNotIn('--learning_rates_past_grid_edge', said)
+    # Chosen on one run each, the same pair names the flag and its budget.
+    result = self._result(
+        accuracy=0.2, capped=False, seeds=3, chosen=chosen,
+        lr_rows=self._lr_rows(grid, (0.25, 1.0)),
+        best=dict(client_lr=0.25, server_lr=1.0),
+        minutes_for_learning_rates=lambda *_: self.fail('all tried'),
+        minutes_for_learning_rates_past_grid_edge=lambda: 60.0)
+    self.assertTrue(result['budget']['learning_rates_past_grid_edge_advised'])
+    self.assertIn('`--learning_rates_past_grid_edge --budget_minutes=60 '
+                  '--max_rounds=100`', ' '.join(result['suggestions']))
+
   def test_a_pair_past_the_grids_edge_that_ran(self):
     # --learning_rates_past_grid_edge ran 1 / 9 past 1 / 3 (6 pairs tried).
     grid = search.LEARNING_RATE_GRID
