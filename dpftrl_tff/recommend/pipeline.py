@@ -33,11 +33,29 @@ def least_noise_per_client(request: search_lib.Request, target_zcdp: float,
 
 
 def adaptive_tuning_flags(noise_multiplier: float, clients_per_round: int, *,
-                          warmup: int, print_fn=print):
-  """Practice 6's adaptive-clipping flags beyond the simulation's own, and
-  the count noise sigma_b they give (`policy.clipped_count_stddev`; the
-  flag only when it is above the paper's m / 20, which is the default)."""
-  flags = [f'--restart_warmup={warmup}']
+                          rounds: int, print_fn=print):
+  """Practice 6's adaptive-clipping flags beyond the simulation's own, the
+  count noise sigma_b they give (`policy.clipped_count_stddev`; the flag
+  only when it is above the paper's m / 20, which is the default) and the
+  rounds at which the trees restart.
+
+  The trees restart, and the clip estimate comes into force, about every
+  fifth of the `rounds`: first at w = max(1, rounds // 5), then every
+  w + 1 (TF Privacy's restart indicator needs its warm-up below its
+  period), so at w, 2w + 1, 3w + 2 and 4w + 3. Algorithm 1's estimate moves
+  by a factor of about exp(eta_gamma max(gamma, 1 - gamma)) = exp(0.1) a
+  round at most (more only by the count noise), so a single restart at a
+  fifth of a short run puts in force an estimate still on its way from C^0
+  (76 rounds on git 2022-23: 0.22 in force from round 15, the estimate
+  settling near 0.69 from round 30). Restarting every fifth puts in force
+  over the last fifth, which the clip is fixed from (`search._final_clip`),
+  the estimate after about four fifths of the rounds, and tunes the
+  learning rates under clips near it.
+  """
+  warmup = max(1, rounds // 5)
+  flags = [f'--restart_warmup={warmup}', f'--restart_frequency={warmup + 1}']
+  restart_rounds = accounting.paper_restart_rounds(
+      rounds, warmup=warmup, frequency=warmup + 1)
   count_stddev = policy.clipped_count_stddev(noise_multiplier,
                                              clients_per_round)
   default = accounting.default_clipped_count_stddev(clients_per_round)
@@ -48,7 +66,7 @@ def adaptive_tuning_flags(noise_multiplier: float, clients_per_round: int, *,
              f'paper\'s m / 20 = {default:g} would raise the model\'s noise '
              f'by more than {policy.VALUE_NOISE_INFLATION - 1:.0%} at this z, '
              'or leave it no budget')
-  return flags, count_stddev
+  return flags, count_stddev, restart_rounds
 
 
 def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
@@ -76,9 +94,8 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
            f'client, z / m = {noise_per_client:.4g}, the privacy target '
            f'allows at report goal {ceiling})')
   lr_rows = []
-  warmup = max(1, budget.rounds // 5)
-  adaptive_flags, count_stddev = adaptive_tuning_flags(
-      least_z, m_sim, warmup=warmup, print_fn=print_fn)
+  adaptive_flags, count_stddev, restart_rounds = adaptive_tuning_flags(
+      least_z, m_sim, rounds=budget.rounds, print_fn=print_fn)
 
   def lr_flags(client_lr, server_lr, seed=None):
     return search.simulation_flags(
@@ -186,7 +203,7 @@ def recommend(request: search_lib.Request, *, print_fn=print) -> Dict:
       target=target, noise_rows=noise_rows, chosen=chosen,
       meets_utility=meets_utility, plan=plan, launch_noise_row=launch_row,
       least_noise_per_client=noise_per_client,
-      clipped_count_stddev=count_stddev,
+      clipped_count_stddev=count_stddev, restart_rounds=restart_rounds,
       stopped_by_budget=stopped_by_budget,
       minutes_keeping_rounds=lambda seeds: search_lib.minutes_keeping_rounds(
           request, budget, seeds=seeds, public_text=public_text),

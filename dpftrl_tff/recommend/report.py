@@ -32,7 +32,7 @@ def _strip(row: Dict) -> Dict:
 
 def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
           unigram, target, noise_rows, chosen, meets_utility, plan,
-          least_noise_per_client, clipped_count_stddev,
+          least_noise_per_client, clipped_count_stddev, restart_rounds,
           stopped_by_budget=False, launch_noise_row=None,
           minutes_keeping_rounds=None, minutes_for_more_noise=None,
           minutes_for_learning_rates=None, lr_seed_rows=(),
@@ -150,6 +150,9 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
                   quick=request.quick),
       least_noise_per_client=least_noise_per_client,
       learning_rate_clipped_count_stddev=clipped_count_stddev,
+      # Their trees restart, a new clip estimate in force, at these rounds
+      # (`pipeline.adaptive_tuning_flags`).
+      learning_rate_restart_rounds=list(restart_rounds),
       learning_rate_runs=[_strip(r) for r in lr_rows],
       # The best pairs of one run each, again at every seed: their means.
       learning_rate_runs_at_every_seed=[_strip(r) for r in lr_seed_rows],
@@ -251,11 +254,23 @@ def build(*, request, budget, search, lr_rows, best, clip_norm, no_dp,
   return result
 
 
-def _pairs(pairs: List[Dict]) -> str:
-  words = [f'client lr {p["client_lr"]:g} / server lr {p["server_lr"]:g}'
-           for p in pairs]
+def _listed(words: List[str]) -> str:
+  """'a', 'a and b', 'a, b and c'."""
   return ' and '.join(words) if len(words) < 3 else (
       ', '.join(words[:-1]) + ' and ' + words[-1])
+
+
+def _pairs(pairs: List[Dict]) -> str:
+  return _listed([f'client lr {p["client_lr"]:g} / server lr '
+                  f'{p["server_lr"]:g}' for p in pairs])
+
+
+def _rounds_words(rounds: List[int]) -> str:
+  """Restart rounds in words ('no round' when a run is too short)."""
+  if not rounds:
+    return 'no round (too few rounds)'
+  return ('round ' if len(rounds) == 1 else 'rounds ') + _listed(
+      [str(r) for r in rounds])
 
 
 def _learning_rate_edge(result: Dict, minutes: Optional[float]) -> str:
@@ -960,7 +975,9 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
        if budget['pretrain_steps'] else
        'None: the corpus has no public text (or --pretrain_steps=0).'), '',
       '## 2. Learning rates and clip (practice 6)',
-      f'Adaptive clipping (Algorithm 1, target quantile 0.5, clipped counts '
+      f'Adaptive clipping (Algorithm 1, target quantile 0.5, the trees '
+      f'restarted and the clip estimate put in force at '
+      f'{_rounds_words(result["learning_rate_restart_rounds"])}, clipped counts '
       f'noised with std {result["learning_rate_clipped_count_stddev"]:.4g}) '
       f'at z = '
       f'{result["learning_rate_runs"][0]["noise_multiplier"]:g}, the least '
@@ -1001,7 +1018,7 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
       f', client lr {sim["client_lr"]:g}, server '
       f'lr {sim["server_lr"]:g}; the clip is fixed at the one its adaptive '
       f'clipping had in force at the end (the estimate put in force at its '
-      f'tree restart{", first seed" if again else ""}), '
+      f'last tree restart{", first seed" if again else ""}), '
       f'{sim["clip_norm"]:.4g}. Without noise at these '
       f'learning rates and clip: '
       f'{percent(sim["no_dp_accuracy"])}.', '',

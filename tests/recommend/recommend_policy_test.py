@@ -579,10 +579,33 @@ class CountNoiseTest(parameterized.TestCase):
     for z in (0.0269, 0.1077, 0.6):
       self.assertEqual(policy.clipped_count_stddev(z, 20), 1.0)
       self.assertLessEqual(self._value_noise(z, 1.0), 1.05 * z)
-    flags, sigma_b = pipeline.adaptive_tuning_flags(
-        0.1077, 20, warmup=38, print_fn=lambda _: None)
-    self.assertEqual(flags, ['--restart_warmup=38'])
+    flags, sigma_b, restarts = pipeline.adaptive_tuning_flags(
+        0.1077, 20, rounds=190, print_fn=lambda _: None)
+    self.assertEqual(flags, ['--restart_warmup=38',
+                             '--restart_frequency=39'])
     self.assertEqual(sigma_b, 1.0)
+    self.assertEqual(restarts, [38, 77, 116, 155])
+
+  def test_restarts_about_every_fifth_so_the_clip_fixed_is_a_late_one(self):
+    # The clip is fixed from the one in force over the last fifth
+    # (`search._final_clip`): the last restart, which puts the estimate in
+    # force, comes late in the run, and the training binary takes the flags.
+    for rounds in range(2, 3000):
+      flags, sigma_b, restarts = pipeline.adaptive_tuning_flags(
+          0.1077, 20, rounds=rounds, print_fn=lambda _: None)
+      values = {f.split('=')[0][2:]: int(f.split('=')[1]) for f in flags}
+      settings = adaptive.AdaptiveSettings(**values)
+      self.assertEqual(settings.validate(0.1077, 20), sigma_b)
+      self.assertEqual(restarts, accounting.paper_restart_rounds(
+          rounds, warmup=settings.restart_warmup,
+          frequency=settings.restart_frequency))
+      self.assertLessEqual(len(restarts), 4)
+      self.assertLess(restarts[-1], rounds)
+      if rounds >= 16:
+        self.assertLen(restarts, 4)
+        self.assertGreaterEqual(restarts[-1], 0.75 * rounds)
+      elif rounds >= 5:
+        self.assertGreaterEqual(restarts[-1], 0.6 * rounds)
 
   @parameterized.parameters(0.7, 1.988, 2.0, 2.283, 19.6, 2283.0)
   def test_raised_where_the_default_fails_or_inflates(self, z):
@@ -594,9 +617,9 @@ class CountNoiseTest(parameterized.TestCase):
     self.assertAlmostEqual(self._value_noise(z, sigma_b), 1.05 * z,
                            delta=1e-9 * z)
     printed = []
-    flags, flag_value = pipeline.adaptive_tuning_flags(
-        z, 20, warmup=38, print_fn=printed.append)
-    self.assertEqual(flags, ['--restart_warmup=38',
+    flags, flag_value, _ = pipeline.adaptive_tuning_flags(
+        z, 20, rounds=190, print_fn=printed.append)
+    self.assertEqual(flags, ['--restart_warmup=38', '--restart_frequency=39',
                              f'--clipped_count_stddev={flag_value:g}'])
     self.assertGreaterEqual(flag_value, sigma_b)
     self.assertLess(flag_value, sigma_b * (1 + 1e-3))
@@ -733,6 +756,7 @@ class UtilityVerdictTest(parameterized.TestCase):
         noise_rows=noise_rows or [chosen],
         chosen=chosen, meets_utility=policy.meets_target(chosen, target),
         plan=plan, least_noise_per_client=0.025, clipped_count_stddev=1.0,
+        restart_rounds=[20, 41, 62, 83],
         stopped_by_budget=stopped_by_budget,
         minutes_keeping_rounds=minutes_keeping_rounds,
         minutes_for_more_noise=minutes_for_more_noise,
@@ -1667,6 +1691,21 @@ class LearningRateGridPipelineTest(_CannedRecommendTest):
     self.assertIn(text, said)
     self.assertIn(text, markdown)
     self.assertIn('the first 6 of the grid\'s 8 pairs:', markdown)
+    # Every learning-rate run restarts about every fifth of its rounds
+    # (the clip fixed is then a late estimate), as the report says.
+    warmup = rounds // 5
+    restarts = accounting.paper_restart_rounds(rounds, warmup=warmup,
+                                               frequency=warmup + 1)
+    self.assertLen(restarts, 4)
+    self.assertEqual(result['learning_rate_restart_rounds'], restarts)
+    for name, _, flags in runs:
+      self.assertEqual(
+          [f for f in flags if f.startswith('--restart_')],
+          [f'--restart_warmup={warmup}', f'--restart_frequency={warmup + 1}']
+          if name.startswith('lr_') else [], name)
+    self.assertIn('the trees restarted and the clip estimate put in force '
+                  f'at rounds {restarts[0]}, {restarts[1]}, {restarts[2]} '
+                  f'and {restarts[3]}, clipped counts', markdown)
 
 
 class LearningRatesPastGridEdgePipelineTest(_CannedRecommendTest):
