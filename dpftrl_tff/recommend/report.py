@@ -1017,8 +1017,8 @@ def markdown(result: Dict, figures: Dict[str, str]) -> str:
          else ' whose training loss did not explode') +
       f', client lr {sim["client_lr"]:g}, server '
       f'lr {sim["server_lr"]:g}; the clip is fixed at the one its adaptive '
-      f'clipping had in force at the end (the estimate put in force at its '
-      f'last tree restart{", first seed" if again else ""}), '
+      f'clipping had in force at the end (the estimate put in force at a '
+      f'late tree restart{", first seed" if again else ""}), '
       f'{sim["clip_norm"]:.4g}. Without noise at these '
       f'learning rates and clip: '
       f'{percent(sim["no_dp_accuracy"])}.', '',

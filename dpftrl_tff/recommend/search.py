@@ -441,8 +441,10 @@ def _final_clip(run_path: str) -> Optional[float]:
 
   For adaptive clipping (Algorithm 1) the clip in force changes only when a
   tree restarts: this is the estimate put in force at the run's last
-  restart (the learning-rate runs restart every fifth of their rounds, so
-  at four fifths); for a fixed clip, the clip.
+  restart or the one before (the learning-rate runs restart about every
+  fifth of their rounds, `pipeline.adaptive_tuning_flags`: from 16 rounds
+  on, a restart at 0.68 of the rounds or later); for a fixed clip, the
+  clip.
   """
   _, values = run_directory.read_metric(run_path, 'clip_norm_in_force')
   if not values:
