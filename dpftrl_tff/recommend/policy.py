@@ -22,6 +22,9 @@ with the reason in words for `recommendation.md`:
                         standard errors would take to leave them;
   largest_noise         practice 2: the largest noise multiplier meeting the
                         utility target in the small report-goal runs;
+  noise_above_no_noise  the noise setting clearly more accurate than the
+                        no-noise one, if any (early in training noise can
+                        help, and the target is taken from no noise);
   report_goal           practice 3: the smallest report goal meeting the
                         privacy target at the same noise per client (z / m),
                         or the largest allowed with more noise (a warning);
@@ -307,6 +310,51 @@ def largest_noise(results: Sequence[Dict], target: float) -> Optional[Dict]:
       break
     chosen = r
   return chosen
+
+
+# With one seed a setting, a noise run more accurate than the no-noise run
+# at the same seed by more than this is said: about twice the standard
+# deviation of such same-seed differences measured in docs/recommend.md
+# (0.8 to 1.1 points, SymPy 2025, 65 rounds, z 0.02 to 0.16, 3 seeds).
+ONE_SEED_NOISE_LEAD = 0.02
+
+
+def noise_above_no_noise(noise_rows: Sequence[Dict],
+                         no_dp: Dict) -> Optional[Dict]:
+  """The noise setting most above the no-noise one, when clearly above.
+
+  The no-noise setting and every noise setting ran at the same seeds
+  (`mean_over_seeds` rows), so a setting's lead is paired: the mean over
+  the K seeds of d_s = accuracy(z, s) - accuracy(0, s), with standard error
+  s_d / sqrt(K), s_d the sample standard deviation of the d_s. "Clearly":
+  the lead is more than twice its standard error (a yardstick with a few
+  seeds, not a test), or with one seed more than `ONE_SEED_NOISE_LEAD`.
+
+  Returns dict(row=the setting, lead=its mean difference, stderr=its
+  standard error (None with one seed), seeds=K) for the largest clear lead,
+  or None: none is clearly above, or a run failed or did not share the
+  no-noise setting's seeds.
+  """
+  base = dict(zip(no_dp.get('seeds') or (), no_dp.get('seed_accuracies')
+                  or ()))
+  if not base or not all(finite(a) for a in base.values()):
+    return None
+  best = None
+  for row in noise_rows:
+    runs = dict(zip(row.get('seeds') or (), row.get('seed_accuracies') or ()))
+    if set(runs) != set(base) or not all(finite(a) for a in runs.values()):
+      continue
+    diffs = [runs[s] - base[s] for s in sorted(base)]
+    lead = statistics.fmean(diffs)
+    if len(diffs) > 1:
+      stderr = statistics.stdev(diffs) / math.sqrt(len(diffs))
+      clear = lead > 2 * stderr
+    else:
+      stderr = None
+      clear = lead > ONE_SEED_NOISE_LEAD
+    if clear and (best is None or lead > best['lead']):
+      best = dict(row=row, lead=lead, stderr=stderr, seeds=len(diffs))
+  return best
 
 
 def meets_target(result: Dict, target: float) -> bool:

@@ -264,6 +264,75 @@ class LargestNoiseTest(parameterized.TestCase):
                      [0.01313, 0.02625, 0.05251])
 
 
+class NoiseAboveNoNoiseTest(absltest.TestCase):
+  """A noise setting clearly more accurate than no noise, paired by seed."""
+
+  # docs/recommend.md: SymPy 2025, 65 rounds, seeds 0 to 2 (percent).
+  SYMPY_2025 = {0.0: (10.01, 13.17, 11.06), 0.01994: (10.99, 12.68, 10.78),
+                0.03988: (11.55, 13.31, 10.85),
+                0.07976: (13.45, 15.97, 12.96)}
+
+  def _setting(self, z, accuracies, seeds=None):
+    runs = [dict(name=f'z{z:g}', noise_multiplier=z, seed=s, accuracy=a / 100)
+            for s, a in zip(seeds or range(len(accuracies)), accuracies)]
+    return policy.mean_over_seeds(runs)
+
+  def test_paired_lead_and_standard_error_against_numpy(self):
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+      k = int(rng.integers(2, 6))
+      base = rng.uniform(5, 20, size=k)
+      rows = [self._setting(z, base + rng.normal(shift, 1.0, size=k))
+              for z, shift in ((0.1, rng.normal()), (0.2, rng.normal()))]
+      got = policy.noise_above_no_noise(rows, self._setting(0.0, base))
+      expected = None
+      for row in rows:
+        d = (np.array(row['seed_accuracies']) - base / 100)
+        lead, se = d.mean(), d.std(ddof=1) / np.sqrt(k)
+        if lead > 2 * se and (expected is None or lead > expected[1]):
+          expected = (row['noise_multiplier'], lead, se)
+      if expected is None:
+        self.assertIsNone(got)
+        continue
+      self.assertEqual(got['row']['noise_multiplier'], expected[0])
+      self.assertAlmostEqual(got['lead'], expected[1], places=12)
+      self.assertAlmostEqual(got['stderr'], expected[2], places=12)
+      self.assertEqual(got['seeds'], k)
+
+  def test_the_sympy_2025_runs(self):
+    no_dp = self._setting(0.0, self.SYMPY_2025[0.0])
+    rows = [self._setting(z, a) for z, a in self.SYMPY_2025.items() if z]
+    got = policy.noise_above_no_noise(rows, no_dp)
+    self.assertEqual(got['row']['noise_multiplier'], 0.07976)
+    # Differences 3.44, 2.80, 1.90: mean 8.14 / 3, sample sd 0.7737.
+    self.assertAlmostEqual(got['lead'], 0.0814 / 3, places=12)
+    self.assertAlmostEqual(got['stderr'], 0.0077365 / math.sqrt(3),
+                           places=6)
+    # z 0.03988 leads by 0.49 points, standard error 0.53: not clear.
+    self.assertIsNone(policy.noise_above_no_noise(rows[:2], no_dp))
+
+  def test_one_seed_needs_the_fixed_lead(self):
+    no_dp = self._setting(0.0, [12.0])
+    lead = 100 * policy.ONE_SEED_NOISE_LEAD
+    for above, said in ((lead + 0.01, True), (lead - 0.01, False)):
+      got = policy.noise_above_no_noise(
+          [self._setting(0.1, [12.0 + above])], no_dp)
+      self.assertEqual(got is not None, said, above)
+      if said:
+        self.assertIsNone(got['stderr'])
+
+  def test_failed_runs_and_other_seeds_are_never_clear(self):
+    no_dp = self._setting(0.0, [10.0, 11.0])
+    self.assertIsNone(policy.noise_above_no_noise(
+        [self._setting(0.1, [20.0, 21.0], seeds=[5, 6])], no_dp))
+    failed = self._setting(0.1, [20.0, 21.0])
+    failed['seed_accuracies'] = [0.2, None]
+    self.assertIsNone(policy.noise_above_no_noise([failed], no_dp))
+    broken = dict(no_dp, seed_accuracies=[0.1, float('nan')])
+    self.assertIsNone(policy.noise_above_no_noise(
+        [self._setting(0.1, [20.0, 21.2])], broken))
+
+
 class MeanOverSeedsTest(absltest.TestCase):
   """A setting's seeds as one result, against NumPy's mean and std."""
 
@@ -1045,6 +1114,39 @@ class UtilityVerdictTest(parameterized.TestCase):
     self.assertIn('A larger --budget_minutes (without --quick) plans more '
                   'of them.',
                   result['suggestions'][-1])
+
+  def test_noise_clearly_above_no_noise_is_said(self):
+    def setting(z, accuracies):
+      return policy.mean_over_seeds([
+          dict(name=f'z{z:g}', noise_multiplier=z, seed=s, accuracy=a,
+               top3_accuracy=0.3, flags=['--aggregator=dp_ftrl'])
+          for s, a in enumerate(accuracies)])
+    no_dp = setting(0.0, [0.10, 0.13, 0.11])
+    rows = [setting(0.25, [0.11, 0.13, 0.11]), setting(0.5, [0.13, 0.16, 0.13])]
+    result = self._result(accuracy=None, capped=False, chosen=rows[1],
+                          noise_rows=rows, no_dp=no_dp, seeds=3,
+                          target=0.1)
+    (said,) = [s for s in result['suggestions'] if 'than no noise' in s]
+    self.assertTrue(said.startswith(
+        'z = 0.5 was more accurate than no noise at 100 rounds (14.00% '
+        'against 11.33%; paired by seed, +2.67 points on average, more than '
+        'twice its standard error 0.33: a yardstick with 3 seeds, not a '
+        'test). Early in training noise can help, and the lead need not '
+        'last:'), said)
+    self.assertIn('more rounds (a larger --budget_minutes) tell whether the '
+                  'lead lasts.', said)
+    self.assertIn(said, report.markdown(result, collections.defaultdict(str)))
+    self.assertEqual(result['noise_above_no_noise'], dict(
+        noise_multiplier=0.5, lead=result['noise_above_no_noise']['lead'],
+        lead_stderr=result['noise_above_no_noise']['lead_stderr'], seeds=3))
+    self.assertAlmostEqual(result['noise_above_no_noise']['lead'], 0.08 / 3)
+    self.assertEqual(strict_json.loads(strict_json.dumps(result)), result)
+    # Within the seeds' spread: not said.
+    rows = [setting(0.25, [0.12, 0.12, 0.11])]
+    result = self._result(accuracy=None, capped=False, chosen=rows[0],
+                          noise_rows=rows, no_dp=no_dp, seeds=3, target=0.1)
+    self.assertFalse(any('than no noise' in s for s in result['suggestions']))
+    self.assertIsNone(result['noise_above_no_noise'])
 
   @parameterized.parameters(
       (0.18, False, True, True, 'meets the utility target 15.00%.'),
