@@ -481,8 +481,12 @@ def _noise_above_no_noise_sentence(above, no_dp, rounds) -> str:
           f'noise by 4.3 points at 65 rounds, and at 195 trailed it by 2.8, '
           f'below 90% of it. The no-noise accuracy, the utility target '
           f'taken from it and the noise chosen may then not hold at the '
-          f'launch\'s rounds: more rounds (a larger --budget_minutes) tell '
-          f'whether the lead lasts.')
+          f'launch\'s rounds. Whether the lead lasts: `run_stackoverflow '
+          f'--flagfile=simulation.flags --total_rounds={3 * rounds} '
+          f'--noise_multiplier={row["noise_multiplier"]:g}`, and the same '
+          f'with `--noise_multiplier=0`, each with another '
+          f'`--experiment_name`, compare them at three times the rounds '
+          f'(the same clip, learning rates and seed {row["seeds"][0]}).')
 
 
 def write(output_dir: str, result: Dict, *, plan) -> None:

@@ -1133,8 +1133,12 @@ class UtilityVerdictTest(parameterized.TestCase):
         'twice its standard error 0.33: a yardstick with 3 seeds, not a '
         'test). Early in training noise can help, and the lead need not '
         'last:'), said)
-    self.assertIn('more rounds (a larger --budget_minutes) tell whether the '
-                  'lead lasts.', said)
+    self.assertTrue(said.endswith(
+        'Whether the lead lasts: `run_stackoverflow '
+        '--flagfile=simulation.flags --total_rounds=300 '
+        '--noise_multiplier=0.5`, and the same with `--noise_multiplier=0`, '
+        'each with another `--experiment_name`, compare them at three times '
+        'the rounds (the same clip, learning rates and seed 0).'), said)
     self.assertIn(said, report.markdown(result, collections.defaultdict(str)))
     self.assertEqual(result['noise_above_no_noise'], dict(
         noise_multiplier=0.5, lead=result['noise_above_no_noise']['lead'],
