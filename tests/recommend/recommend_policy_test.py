@@ -1151,6 +1151,17 @@ class UtilityVerdictTest(parameterized.TestCase):
                           noise_rows=rows, no_dp=no_dp, seeds=3, target=0.1)
     self.assertFalse(any('than no noise' in s for s in result['suggestions']))
     self.assertIsNone(result['noise_above_no_noise'])
+    # One seed each: a fixed lead, and no standard error claimed.
+    rows = [setting(0.5, [0.125])]
+    result = self._result(accuracy=None, capped=False, chosen=rows[0],
+                          noise_rows=rows, no_dp=setting(0.0, [0.10]),
+                          target=0.1)
+    (said,) = [s for s in result['suggestions'] if 'than no noise' in s]
+    self.assertTrue(said.startswith(
+        'z = 0.5 was more accurate than no noise at 100 rounds (12.50% '
+        'against 10.00%; one run each, at the same seed, more than 2 points '
+        'apart). Early'), said)
+    self.assertIsNone(result['noise_above_no_noise']['lead_stderr'])
 
   @parameterized.parameters(
       (0.18, False, True, True, 'meets the utility target 15.00%.'),

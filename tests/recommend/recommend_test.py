@@ -45,6 +45,7 @@ def check_recommendation(test, out, run_again):
   test.assertEqual(launch['simulated_days'], chosen['simulated_days'])
   test.assertEqual(launch['short_rounds'], chosen['short_rounds'])
   test.assertIn('meets_utility_target', result)
+  test.assertIn('noise_above_no_noise', result)
   # Each setting ran at every seed asked for (README's test asks for two),
   # and simulation.flags names its first.
   seeds = sim['seeds']
